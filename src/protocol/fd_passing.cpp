@@ -1,0 +1,79 @@
+#include "protocol/fd_passing.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/linux.h"
+
+namespace ptyvisor::protocol {
+
+Received receive_with_fds(int socket, std::span<std::uint8_t> buffer) {
+    Received r;
+    iovec iov{buffer.data(), buffer.size()};
+    // Room for the largest SCM_RIGHTS message the kernel will build, plus one credentials
+    // message in case the socket has SO_PASSCRED set.
+    alignas(cmsghdr) std::uint8_t control[CMSG_SPACE(sizeof(int) * SCM_MAX_FD) +
+                                          CMSG_SPACE(sizeof(ucred))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+
+    ssize_t n;
+    do {
+        n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        r.error = errno;
+        return r;
+    }
+    // Take ownership of every installed descriptor before judging anything else.
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        if (c->cmsg_len < CMSG_LEN(0)) continue;
+        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < count; ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            if (fd >= 0) r.fds.emplace_back(fd);
+        }
+    }
+    r.control_truncated = (msg.msg_flags & MSG_CTRUNC) != 0;
+    r.bytes = static_cast<std::size_t>(n);
+    r.eof = n == 0;
+    return r;
+}
+
+int send_with_fd(int socket, std::span<const std::uint8_t> bytes, int fd) {
+    std::size_t sent = 0;
+    bool fd_sent = fd < 0;
+    while (sent < bytes.size()) {
+        iovec iov{const_cast<std::uint8_t*>(bytes.data() + sent), bytes.size() - sent};
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        alignas(cmsghdr) std::uint8_t control[CMSG_SPACE(sizeof(int))];
+        if (!fd_sent) {
+            msg.msg_control = control;
+            msg.msg_controllen = sizeof control;
+            cmsghdr* c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+        }
+        const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        fd_sent = true;
+        sent += static_cast<std::size_t>(n);
+    }
+    return 0;
+}
+
+}  // namespace ptyvisor::protocol

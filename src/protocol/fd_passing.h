@@ -1,0 +1,31 @@
+// Sending and receiving bytes with SCM_RIGHTS descriptors on a Unix stream socket.
+//
+// receive_with_fds() fixes the pilot's flaw 2: its ancillary buffer has room for SCM_MAX_FD
+// (253) descriptors, every descriptor that one recvmsg installed is owned by a UniqueFd
+// before the function looks at anything else, and a truncated message (MSG_CTRUNC) still
+// hands back, and so closes, each descriptor the kernel did install.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/unique_fd.h"
+
+namespace ptyvisor::protocol {
+
+struct Received {
+    std::size_t bytes = 0;        // payload bytes read into the buffer; 0 with eof
+    std::vector<UniqueFd> fds;    // every descriptor this recvmsg installed, close-on-exec
+    bool eof = false;             // the peer closed its end
+    bool control_truncated = false;  // MSG_CTRUNC: the sender's ancillary data did not fit
+    int error = 0;                // errno of a failed recvmsg (EAGAIN included); 0 on success
+};
+
+Received receive_with_fds(int socket, std::span<std::uint8_t> buffer);
+
+// Sends all of `bytes` with `fd` attached to the first byte (blocking socket expected).
+// Returns 0 or an errno.
+int send_with_fd(int socket, std::span<const std::uint8_t> bytes, int fd);
+
+}  // namespace ptyvisor::protocol

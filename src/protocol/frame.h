@@ -1,0 +1,90 @@
+// Frames: the unit of the ptyvisor wire protocol (docs/protocol.md is the normative text).
+//
+// A frame is an 8-byte header followed by `length` payload bytes:
+//
+//   offset 0  u8   magic0 'P' (0x50)
+//   offset 1  u8   magic1 'V' (0x56)
+//   offset 2  u8   version (kVersion)
+//   offset 3  u8   type (FrameType)
+//   offset 4  u32  payload length, big-endian
+//
+// Every length is checked against max_payload(type) before a byte of payload is
+// allocated or read.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "protocol/error_code.h"
+
+namespace ptyvisor::protocol {
+
+inline constexpr std::uint8_t kMagic0 = 'P';
+inline constexpr std::uint8_t kMagic1 = 'V';
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::size_t kHeaderSize = 8;
+
+// Largest payload of any frame (START carries argv and the environment).
+inline constexpr std::uint32_t kMaxPayloadSize = 256 * 1024;
+// Largest INPUT or OUTPUT payload. 64 KiB is one PTY read at most and one socket write.
+inline constexpr std::uint32_t kMaxIoPayloadSize = 64 * 1024;
+// Largest payload of the small control frames (RESIZE, SIGNAL, STARTED, EXIT, ERROR).
+inline constexpr std::uint32_t kMaxControlPayloadSize = 4 * 1024;
+// Largest STATUS reply (a daemon with many sessions).
+inline constexpr std::uint32_t kMaxStatusPayloadSize = kMaxPayloadSize;
+
+enum class FrameType : std::uint8_t {
+    Start = 1,          // client -> server, JSON, carries exactly one fd (the cwd)
+    Started = 2,        // server -> client, JSON
+    Input = 3,          // client -> server, raw bytes, 1..kMaxIoPayloadSize
+    Output = 4,         // server -> client, raw bytes, 1..kMaxIoPayloadSize
+    Resize = 5,         // client -> server, JSON
+    Signal = 6,         // client -> server, JSON
+    Stop = 7,           // client -> server, empty
+    Exit = 8,           // server -> client, JSON, last frame of a session
+    Error = 9,          // server -> client, JSON, last frame of a connection
+    StatusRequest = 10, // client -> server, empty, root only
+    Status = 11,        // server -> client, JSON
+};
+
+std::string_view to_string(FrameType type);
+bool is_known(std::uint8_t type);
+
+struct Header {
+    FrameType type;
+    std::uint32_t length;
+};
+
+// Smallest and largest payload a frame of this type may have.
+std::uint32_t min_payload(FrameType type);
+std::uint32_t max_payload(FrameType type);
+
+// Parses and validates a header: magic, version, known type, length within the type's bounds.
+// On failure returns the error code to report (BadFrame, UnsupportedVersion, TooBig).
+struct HeaderResult {
+    std::optional<Header> header;
+    ErrorCode error = ErrorCode::BadFrame;
+};
+HeaderResult parse_header(std::span<const std::uint8_t, kHeaderSize> bytes);
+
+void write_header(FrameType type, std::uint32_t length, std::span<std::uint8_t, kHeaderSize> out);
+
+// A whole encoded frame. Throws std::length_error if payload exceeds max_payload(type).
+std::vector<std::uint8_t> encode_frame(FrameType type, std::span<const std::uint8_t> payload);
+std::vector<std::uint8_t> encode_frame(FrameType type, std::string_view payload);
+
+struct Frame {
+    FrameType type;
+    std::vector<std::uint8_t> payload;
+
+    [[nodiscard]] std::string_view text() const {
+        return {reinterpret_cast<const char*>(payload.data()), payload.size()};
+    }
+};
+
+}  // namespace ptyvisor::protocol

@@ -1,0 +1,333 @@
+#include "protocol/payloads.h"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <utility>
+
+namespace ptyvisor::protocol {
+namespace {
+
+using nlohmann::json;
+
+// Control payloads are flat: an object whose members are scalars or arrays of strings.
+constexpr int kMaxDepth = 2;
+
+// Parses `text` as a JSON object no deeper than kMaxDepth; nullopt with `why` otherwise.
+std::optional<json> parse_object(std::string_view text, std::string& why) {
+    bool too_deep = false;
+    json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t,
+                                                      json&) {
+        if (depth > kMaxDepth) too_deep = true;
+        return !too_deep;
+    };
+    json value = json::parse(text.begin(), text.end(), limit_depth, /*allow_exceptions=*/false);
+    if (too_deep) {
+        why = "payload nests too deeply";
+        return std::nullopt;
+    }
+    if (value.is_discarded()) {
+        why = "payload is not valid JSON";
+        return std::nullopt;
+    }
+    if (!value.is_object()) {
+        why = "payload is not a JSON object";
+        return std::nullopt;
+    }
+    return value;
+}
+
+// Reads member `key` as an unsigned integer in [lo, hi].
+bool get_uint(const json& o, const char* key, std::uint64_t lo, std::uint64_t hi,
+              std::uint64_t& out, std::string& why) {
+    const auto it = o.find(key);
+    if (it == o.end() || !it->is_number_unsigned()) {
+        why = std::string("'") + key + "' must be an unsigned integer";
+        return false;
+    }
+    const auto v = it->get<std::uint64_t>();
+    if (v < lo || v > hi) {
+        why = std::string("'") + key + "' is out of range";
+        return false;
+    }
+    out = v;
+    return true;
+}
+
+bool get_int(const json& o, const char* key, std::int64_t lo, std::int64_t hi, std::int64_t& out,
+             std::string& why) {
+    const auto it = o.find(key);
+    if (it == o.end() || !it->is_number_integer()) {
+        why = std::string("'") + key + "' must be an integer";
+        return false;
+    }
+    const auto v = it->get<std::int64_t>();
+    if (v < lo || v > hi) {
+        why = std::string("'") + key + "' is out of range";
+        return false;
+    }
+    out = v;
+    return true;
+}
+
+bool get_string(const json& o, const char* key, std::size_t max_len, std::string& out,
+                std::string& why, bool required = true) {
+    const auto it = o.find(key);
+    if (it == o.end()) {
+        if (required) why = std::string("'") + key + "' is missing";
+        return !required;
+    }
+    if (!it->is_string()) {
+        why = std::string("'") + key + "' must be a string";
+        return false;
+    }
+    const auto& s = it->get_ref<const std::string&>();
+    if (s.size() > max_len) {
+        why = std::string("'") + key + "' is too long";
+        return false;
+    }
+    if (s.find('\0') != std::string::npos) {
+        why = std::string("'") + key + "' contains a NUL byte";
+        return false;
+    }
+    out = s;
+    return true;
+}
+
+bool get_bool(const json& o, const char* key, bool& out, std::string& why) {
+    const auto it = o.find(key);
+    if (it == o.end() || !it->is_boolean()) {
+        why = std::string("'") + key + "' must be a boolean";
+        return false;
+    }
+    out = it->get<bool>();
+    return true;
+}
+
+bool get_string_array(const json& o, const char* key, std::size_t max_count,
+                      std::vector<std::string>& out, std::string& why) {
+    const auto it = o.find(key);
+    if (it == o.end() || !it->is_array()) {
+        why = std::string("'") + key + "' must be an array of strings";
+        return false;
+    }
+    if (it->size() > max_count) {
+        why = std::string("'") + key + "' has too many entries";
+        return false;
+    }
+    out.clear();
+    out.reserve(it->size());
+    for (const auto& e : *it) {
+        if (!e.is_string()) {
+            why = std::string("'") + key + "' must be an array of strings";
+            return false;
+        }
+        const auto& s = e.get_ref<const std::string&>();
+        if (s.find('\0') != std::string::npos) {
+            why = std::string("'") + key + "' contains a NUL byte";
+            return false;
+        }
+        out.push_back(s);
+    }
+    return true;
+}
+
+bool get_window(const json& o, WindowSize& size, std::string& why) {
+    std::uint64_t rows = 0, cols = 0;
+    if (!get_uint(o, "rows", 1, 0xffff, rows, why) || !get_uint(o, "cols", 1, 0xffff, cols, why))
+        return false;
+    size.rows = static_cast<std::uint16_t>(rows);
+    size.cols = static_cast<std::uint16_t>(cols);
+    return true;
+}
+
+constexpr std::array<std::pair<ExitReason, std::string_view>, 10> kReasons{{
+    {ExitReason::Exited, "exited"},
+    {ExitReason::Stopped, "stopped"},
+    {ExitReason::Disconnected, "disconnected"},
+    {ExitReason::ClientStalled, "client_stalled"},
+    {ExitReason::DrainTimeout, "drain_timeout"},
+    {ExitReason::Shutdown, "shutdown"},
+    {ExitReason::InputFailed, "input_failed"},
+    {ExitReason::OutputFailed, "output_failed"},
+    {ExitReason::Timeout, "timeout"},
+    {ExitReason::BackendFailed, "backend_failed"},
+}};
+
+std::string dump(const json& j) {
+    // Replace invalid UTF-8 rather than throw: a message may quote hostile bytes.
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string_view to_string(ExitReason reason) {
+    for (const auto& [r, name] : kReasons)
+        if (r == reason) return name;
+    return "exited";
+}
+
+std::optional<ExitReason> exit_reason_from_string(std::string_view name) {
+    for (const auto& [r, n] : kReasons)
+        if (n == name) return r;
+    return std::nullopt;
+}
+
+int ExitStatus::shell_status() const {
+    switch (kind) {
+        case Kind::Exited: return code;
+        case Kind::Signaled: return 128 + signal;
+        case Kind::Unknown: return 255;
+    }
+    return 255;
+}
+
+std::string encode(const StartRequest& v) {
+    return dump(json{{"argv", v.argv},
+                     {"env", v.env},
+                     {"cwd_dev", v.cwd_dev},
+                     {"cwd_ino", v.cwd_ino},
+                     {"term", v.term},
+                     {"rows", v.size.rows},
+                     {"cols", v.size.cols}});
+}
+
+std::string encode(const Started& v) { return dump(json{{"unit", v.unit}, {"pid", v.pid}}); }
+
+std::string encode(const WindowSize& v) { return dump(json{{"rows", v.rows}, {"cols", v.cols}}); }
+
+std::string encode(const SignalRequest& v) {
+    return dump(json{{"signal", v.signal},
+                     {"target", v.target == SignalTarget::Session ? "session" : "foreground"}});
+}
+
+std::string encode(const ExitStatus& v) {
+    json j{{"unit_result", v.unit_result}, {"reason", std::string(to_string(v.reason))}};
+    switch (v.kind) {
+        case ExitStatus::Kind::Exited:
+            j["status"] = "exited";
+            j["code"] = v.code;
+            break;
+        case ExitStatus::Kind::Signaled:
+            j["status"] = "signaled";
+            j["signal"] = v.signal;
+            j["core_dumped"] = v.core_dumped;
+            break;
+        case ExitStatus::Kind::Unknown: j["status"] = "unknown"; break;
+    }
+    return dump(j);
+}
+
+std::string encode(const ErrorReply& v) {
+    return dump(json{{"code", std::string(to_string(v.code))}, {"message", v.message}});
+}
+
+Decoded<StartRequest> decode_start(std::string_view text) {
+    std::string why;
+    const auto o = parse_object(text, why);
+    if (!o) return Decoded<StartRequest>::fail(why);
+    StartRequest v;
+    std::uint64_t dev = 0, ino = 0;
+    if (!get_string_array(*o, "argv", kMaxArgc, v.argv, why) ||
+        !get_string_array(*o, "env", kMaxEnvc, v.env, why) ||
+        !get_uint(*o, "cwd_dev", 0, UINT64_MAX, dev, why) ||
+        !get_uint(*o, "cwd_ino", 0, UINT64_MAX, ino, why) ||
+        !get_string(*o, "term", kMaxTermLength, v.term, why, /*required=*/false) ||
+        !get_window(*o, v.size, why))
+        return Decoded<StartRequest>::fail(why);
+    if (v.argv.empty() || v.argv[0].empty())
+        return Decoded<StartRequest>::fail("'argv' must name a command");
+    for (const auto& e : v.env)
+        if (e.find('=') == std::string::npos || e.front() == '=')
+            return Decoded<StartRequest>::fail("'env' entries must be NAME=VALUE");
+    v.cwd_dev = dev;
+    v.cwd_ino = ino;
+    return {std::move(v), {}};
+}
+
+Decoded<Started> decode_started(std::string_view text) {
+    std::string why;
+    const auto o = parse_object(text, why);
+    if (!o) return Decoded<Started>::fail(why);
+    Started v;
+    if (!get_string(*o, "unit", 256, v.unit, why) ||
+        !get_int(*o, "pid", 0, INT32_MAX, v.pid, why))
+        return Decoded<Started>::fail(why);
+    return {std::move(v), {}};
+}
+
+Decoded<WindowSize> decode_resize(std::string_view text) {
+    std::string why;
+    const auto o = parse_object(text, why);
+    if (!o) return Decoded<WindowSize>::fail(why);
+    WindowSize v;
+    if (!get_window(*o, v, why)) return Decoded<WindowSize>::fail(why);
+    return {v, {}};
+}
+
+Decoded<SignalRequest> decode_signal(std::string_view text) {
+    std::string why;
+    const auto o = parse_object(text, why);
+    if (!o) return Decoded<SignalRequest>::fail(why);
+    SignalRequest v;
+    std::int64_t sig = 0;
+    std::string target = "foreground";
+    if (!get_int(*o, "signal", 1, 64, sig, why) ||
+        !get_string(*o, "target", 16, target, why, /*required=*/false))
+        return Decoded<SignalRequest>::fail(why);
+    if (target == "foreground") {
+        v.target = SignalTarget::Foreground;
+    } else if (target == "session") {
+        v.target = SignalTarget::Session;
+    } else {
+        return Decoded<SignalRequest>::fail("'target' must be \"foreground\" or \"session\"");
+    }
+    v.signal = static_cast<int>(sig);
+    return {v, {}};
+}
+
+Decoded<ExitStatus> decode_exit(std::string_view text) {
+    std::string why;
+    const auto o = parse_object(text, why);
+    if (!o) return Decoded<ExitStatus>::fail(why);
+    ExitStatus v;
+    std::string status, reason;
+    if (!get_string(*o, "status", 16, status, why) || !get_string(*o, "reason", 32, reason, why) ||
+        !get_string(*o, "unit_result", 64, v.unit_result, why, /*required=*/false))
+        return Decoded<ExitStatus>::fail(why);
+    const auto r = exit_reason_from_string(reason);
+    if (!r) return Decoded<ExitStatus>::fail("unknown 'reason'");
+    v.reason = *r;
+    std::int64_t n = 0;
+    if (status == "exited") {
+        if (!get_int(*o, "code", 0, 255, n, why)) return Decoded<ExitStatus>::fail(why);
+        v.kind = ExitStatus::Kind::Exited;
+        v.code = static_cast<int>(n);
+    } else if (status == "signaled") {
+        if (!get_int(*o, "signal", 1, 64, n, why) || !get_bool(*o, "core_dumped", v.core_dumped, why))
+            return Decoded<ExitStatus>::fail(why);
+        v.kind = ExitStatus::Kind::Signaled;
+        v.signal = static_cast<int>(n);
+    } else if (status == "unknown") {
+        v.kind = ExitStatus::Kind::Unknown;
+    } else {
+        return Decoded<ExitStatus>::fail("unknown 'status'");
+    }
+    return {std::move(v), {}};
+}
+
+Decoded<ErrorReply> decode_error(std::string_view text) {
+    std::string why;
+    const auto o = parse_object(text, why);
+    if (!o) return Decoded<ErrorReply>::fail(why);
+    ErrorReply v;
+    std::string code;
+    if (!get_string(*o, "code", 64, code, why) ||
+        !get_string(*o, "message", kMaxControlPayloadSize, v.message, why))
+        return Decoded<ErrorReply>::fail(why);
+    // An unknown code from a newer server still reads as an error.
+    v.code = error_code_from_string(code).value_or(ErrorCode::Internal);
+    return {std::move(v), {}};
+}
+
+}  // namespace ptyvisor::protocol
