@@ -1,0 +1,119 @@
+// Backend: how a session's command is started, watched and stopped (the pilot's "manager").
+//
+// Two implementations sit behind this interface: `systemd` (a transient unit per session,
+// through sd-bus) and `direct` (fork and exec in a cgroup of our own). Both run on the
+// daemon's one sd-event loop: nothing here blocks after start-up, and every callback is
+// invoked from that loop, never from inside the call that registered it.
+//
+// Invariants:
+//  - The server owns the PTY master; a backend only ever sees the PTY peer (the slave).
+//  - Every process a backend starts for a session is inside that session's unit or cgroup,
+//    and stop() ends all of them. A backend never signals a process it did not start.
+//  - on_started, on_start_failed and on_exited are each called at most once, and
+//    on_exited never before on_started.
+#pragma once
+
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "protocol/payloads.h"
+
+namespace ptyvisor::backends {
+
+using Clock = std::chrono::steady_clock;
+
+// The agent's account, resolved once at start-up.
+struct Account {
+    std::string name;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;  // supplementary groups, from getgrouplist
+    std::string home;
+    std::string shell;
+};
+
+struct SessionSpec {
+    std::string unit_name;          // "<prefix>-<32 hex digits>.service"
+    std::vector<std::string> argv;  // argv[0] is looked up in PATH from `env`
+    std::vector<std::string> env;   // the complete environment, TERM and USER included
+    UniqueFd cwd;                   // a directory whose st_dev/st_ino the server verified
+    std::uint64_t cwd_dev = 0;
+    std::uint64_t cwd_ino = 0;
+    UniqueFd tty;                   // the PTY peer; becomes stdin, stdout, stderr, ctty
+    std::string tty_path;           // "/dev/pts/N"
+    Account account;
+    // Unit properties from configuration, e.g. {"MemoryMax", "512M"}, {"TasksMax", "256"}.
+    std::map<std::string, std::string> properties;
+};
+
+struct SessionEvents {
+    // The command has exec'd; input written to the PTY from now on is not flushed.
+    std::function<void(pid_t main_pid)> on_started;
+    // The command could not be started. `why` is safe to show to the client.
+    std::function<void(std::string why)> on_start_failed;
+    // The main process has ended. `status` has kind, code or signal and core flag, and the
+    // unit result where the backend has one; its `reason` is Exited or Timeout.
+    std::function<void(protocol::ExitStatus status)> on_exited;
+};
+
+// One running session. Destroying it without stop() leaves processes running: the server
+// always stops a session first.
+class Session {
+public:
+    virtual ~Session() = default;
+    [[nodiscard]] virtual const std::string& unit() const = 0;
+    [[nodiscard]] virtual pid_t main_pid() const = 0;
+    // Sends `sig` to every process of the session. Returns 0 or an errno.
+    virtual int signal_all(int sig) = 0;
+    // Ends every process of the session and waits until none is left or `deadline` passes.
+    // `done(ok, why)` is called exactly once, from the event loop.
+    virtual void stop(Clock::time_point deadline,
+                      std::function<void(bool ok, std::string why)> done) = 0;
+};
+
+// What the kernel told us about a connecting peer.
+struct Peer {
+    pid_t pid = 0;    // in our PID namespace
+    uid_t uid = 0;
+    gid_t gid = 0;
+    int pidfd = -1;   // SO_PEERPIDFD (owned by the caller), or a pidfd_open fallback
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    [[nodiscard]] virtual std::string_view name() const = 0;
+
+    // Stops every session left behind by an earlier run of the daemon (a crash, SIGKILL).
+    // Runs once at start-up, before the socket listens; it may block until `deadline`.
+    // Returns false with `why` when something could not be cleaned.
+    virtual bool cleanup_orphans(Clock::time_point deadline, std::string& why) = 0;
+
+    // Starts spec.argv on spec.tty. Returns nullptr with `why` when it fails at once;
+    // otherwise exactly one of events.on_started / on_start_failed follows.
+    virtual std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events,
+                                           std::string& why) = 0;
+
+    // Whether `peer` may have a session: it must not run inside a session this backend
+    // started, and when allowed units are configured it must be the MainPID of one of them.
+    // Called at accept time and again right before start; must be cheap (no bus round trip).
+    virtual bool peer_allowed(const Peer& peer, std::string& why) = 0;
+};
+
+struct BackendOptions {
+    sd_event* event = nullptr;
+    std::string unit_prefix = "ptyvisor";
+    std::vector<std::string> allowed_units;  // e.g. "opencode.service"
+    std::string state_directory = "/var/lib/ptyvisor";  // direct backend's session records
+};
+
+}  // namespace ptyvisor::backends
