@@ -1,0 +1,374 @@
+#include "backends/direct/direct_backend.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include "backends/direct/session_cgroup.h"
+#include "backends/direct/session_records.h"
+#include "backends/direct/spawn.h"
+#include "common/event.h"
+#include "common/linux.h"
+#include "common/log.h"
+#include "common/process.h"
+
+namespace ptyvisor::backends {
+namespace {
+
+using direct::CgroupRoot;
+using direct::SessionRecord;
+using direct::SessionRecords;
+
+protocol::ExitStatus exit_status_from(const siginfo_t& info) {
+    protocol::ExitStatus s;
+    switch (info.si_code) {
+        case CLD_EXITED:
+            s.kind = protocol::ExitStatus::Kind::Exited;
+            s.code = info.si_status;
+            break;
+        case CLD_KILLED:
+        case CLD_DUMPED:
+            s.kind = protocol::ExitStatus::Kind::Signaled;
+            s.signal = info.si_status;
+            s.core_dumped = info.si_code == CLD_DUMPED;
+            break;
+        default: s.kind = protocol::ExitStatus::Kind::Unknown; break;
+    }
+    s.reason = protocol::ExitReason::Exited;
+    return s;
+}
+
+class DirectBackend;
+
+class DirectSession final : public Session {
+public:
+    DirectSession(DirectBackend& backend, sd_event* event, std::string unit, std::string cgroup,
+                  direct::Spawned spawned, SessionEvents events, std::string command)
+        : backend_(backend),
+          event_(event),
+          unit_(std::move(unit)),
+          cgroup_(std::move(cgroup)),
+          pid_(spawned.pid),
+          pidfd_(std::move(spawned.pidfd)),
+          exec_status_(std::move(spawned.exec_status)),
+          events_(std::move(events)),
+          command_(std::move(command)) {}
+
+    ~DirectSession() override;
+
+    int watch() {
+        int r = add_io(event_, exec_source_, exec_status_.get(), EPOLLIN,
+                       [this](std::uint32_t) { on_exec_status(); });
+        if (r < 0) return r;
+        return add_io(event_, exit_source_, pidfd_.get(), EPOLLIN, [this](std::uint32_t) { on_exit(); });
+    }
+
+    const std::string& unit() const override { return unit_; }
+    pid_t main_pid() const override { return pid_; }
+    pid_t session_id() const { return pid_; }  // the leader called setsid()
+    const std::string& cgroup() const { return cgroup_; }
+
+    int signal_all(int sig) override {
+        if (!cgroup_.empty()) {
+            for (const pid_t pid : direct::cgroup_pids(cgroup_)) {
+                UniqueFd fd(pidfd_open(pid));
+                if (!fd) continue;
+                // Re-check membership through the pidfd: the PID may have been recycled.
+                const auto cg = process_cgroup(fd.get());
+                if (cg && cgroup_.size() >= cg->size() &&
+                    cgroup_.compare(cgroup_.size() - cg->size(), cg->size(), *cg) == 0)
+                    pidfd_send_signal(fd.get(), sig);
+            }
+            return 0;
+        }
+        // No cgroup: the process group. Its ID stays ours while the leader is unreaped.
+        if (!reaped_ && ::kill(-pid_, sig) < 0) return errno;
+        return 0;
+    }
+
+    void stop(Clock::time_point deadline, std::function<void(bool, std::string)> done) override;
+
+private:
+    void on_exec_status() {
+        unsigned char buf[64];
+        const ssize_t n = ::read(exec_status_.get(), buf, sizeof buf);
+        if (n < 0 && errno == EAGAIN) return;
+        exec_source_.reset();
+        exec_status_.reset();
+        exec_done_ = true;
+        if (n > 0) {
+            start_failed_ = true;
+            if (events_.on_start_failed)
+                events_.on_start_failed(direct::describe_exec_failure(buf, static_cast<std::size_t>(n), command_));
+        } else if (events_.on_started) {
+            events_.on_started(pid_);
+        }
+        if (exit_pending_) deliver_exit();
+    }
+
+    void on_exit() {
+        siginfo_t info{};
+        // Reap now: in the cgroup case the process group is not what stops the session.
+        // Without a cgroup, kill the group first, while the leader's PID still pins it.
+        if (cgroup_.empty()) ::kill(-pid_, SIGHUP);
+        if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info,
+                     WEXITED | WNOHANG) < 0 || info.si_pid == 0)
+            return;
+        reaped_ = true;
+        exit_source_.reset();
+        status_ = exit_status_from(info);
+        exit_pending_ = true;
+        // The exec status pipe is closed by now; read it first so on_started comes before.
+        if (!exec_done_) on_exec_status();
+        else deliver_exit();
+        check_stopped();
+    }
+
+    void deliver_exit() {
+        exit_pending_ = false;
+        if (start_failed_ || !events_.on_exited) return;
+        auto cb = std::move(events_.on_exited);
+        cb(status_);
+    }
+
+    void check_stopped();
+
+    DirectBackend& backend_;
+    sd_event* event_;
+    std::string unit_;
+    std::string cgroup_;
+    pid_t pid_;
+    UniqueFd pidfd_;
+    UniqueFd exec_status_;
+    SessionEvents events_;
+    std::string command_;
+    EventSource exec_source_, exit_source_, cgroup_watch_, stop_timer_;
+    bool exec_done_ = false, start_failed_ = false, reaped_ = false, exit_pending_ = false;
+    protocol::ExitStatus status_;
+    std::function<void(bool, std::string)> stop_done_;
+};
+
+class DirectBackend final : public Backend {
+public:
+    DirectBackend(const BackendOptions& o, std::optional<CgroupRoot> root)
+        : options_(o), root_(std::move(root)), records_(o.state_directory) {}
+
+    int prepare(std::string& why) {
+        if (const int e = records_.prepare(); e != 0) {
+            why = "cannot create " + options_.state_directory + ": " + std::strerror(e);
+            return -e;
+        }
+        if (!root_) log_warning("no writable cgroup v2: direct sessions are tracked by process group");
+        return 0;
+    }
+
+    std::string_view name() const override { return "direct"; }
+
+    bool cleanup_orphans(Clock::time_point deadline, std::string& why) override;
+
+    std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events, std::string& why) override {
+        std::string cgroup;
+        UniqueFd procs;
+        if (root_) {
+            const auto path = direct::create_session_cgroup(*root_, spec.unit_name);
+            if (!path) {
+                why = "cannot create the session cgroup: " + std::string(std::strerror(errno));
+                return nullptr;
+            }
+            cgroup = *path;
+            procs.reset(::open(cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            if (!procs) {
+                why = "cannot open the session cgroup: " + std::string(std::strerror(errno));
+                direct::remove_cgroup(cgroup);
+                return nullptr;
+            }
+        }
+        auto spawned = direct::spawn_session(spec, procs.get(), why);
+        spec.tty.reset();  // only the session may hold the peer, or the master never sees EOF
+        if (spawned.pid < 0) {
+            if (!cgroup.empty()) direct::remove_cgroup(cgroup);
+            return nullptr;
+        }
+        SessionRecord record{spec.unit_name, cgroup, spawned.pid,
+                             direct::process_start_time(spawned.pid).value_or(0)};
+        if (const int e = records_.write(record); e != 0)
+            log_warning("cannot record session", {{"UNIT", spec.unit_name}, {"ERROR", std::strerror(e)}});
+        auto session = std::make_unique<DirectSession>(*this, options_.event, spec.unit_name, cgroup,
+                                                       std::move(spawned), std::move(events),
+                                                       spec.argv.front());
+        if (const int r = session->watch(); r < 0) {
+            why = std::string("cannot watch the session: ") + std::strerror(-r);
+            session->signal_all(SIGKILL);
+            return nullptr;  // the destructor reaps and cleans up
+        }
+        live_.insert(session.get());
+        return session;
+    }
+
+    bool peer_allowed(const Peer& peer, std::string& why) override {
+        const auto cgroup = process_cgroup(peer.pidfd);
+        if (root_) {
+            if (!cgroup) {
+                why = "cannot read the peer's cgroup";
+                return false;
+            }
+            if (cgroup->rfind(root_->relative() + "/", 0) == 0) {
+                why = "the peer runs inside a ptyvisor session";
+                return false;
+            }
+        } else {
+            // Without cgroups a session is its process session; weaker, since setsid()
+            // escapes it, but it still refuses the plain case of a command asking again.
+            const auto sid = process_session(peer.pidfd);
+            for (const auto* s : live_)
+                if (sid && *sid == s->session_id()) {
+                    why = "the peer runs inside a ptyvisor session";
+                    return false;
+                }
+        }
+        if (!options_.allowed_units.empty()) {
+            // No service manager to ask for MainPID: the unit's cgroup is the best we have.
+            for (const auto& unit : options_.allowed_units)
+                if (cgroup && cgroup->size() > unit.size() &&
+                    cgroup->compare(cgroup->size() - unit.size() - 1, std::string::npos, "/" + unit) == 0)
+                    return true;
+            why = "the peer is not in an allowed unit";
+            return false;
+        }
+        return true;
+    }
+
+    void forget(DirectSession* s) {
+        live_.erase(s);
+        records_.remove(s->unit());
+    }
+
+private:
+    BackendOptions options_;
+    std::optional<CgroupRoot> root_;
+    SessionRecords records_;
+    std::set<DirectSession*> live_;
+};
+
+DirectSession::~DirectSession() {
+    if (!reaped_) {
+        signal_all(SIGKILL);
+        ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), nullptr, WEXITED);
+    }
+    backend_.forget(this);
+}
+
+void DirectSession::stop(Clock::time_point deadline, std::function<void(bool, std::string)> done) {
+    stop_done_ = std::move(done);
+    if (!cgroup_.empty()) {
+        if (const int e = direct::kill_cgroup(cgroup_); e != 0) {
+            auto cb = std::move(stop_done_);
+            cb(false, "cannot kill cgroup " + cgroup_ + ": " + std::strerror(e));
+            return;
+        }
+        // cgroup.events changes when the last process leaves.
+        sd_event_source* s = nullptr;
+        const int r = sd_event_add_inotify(
+            event_, &s, (cgroup_ + "/cgroup.events").c_str(), IN_MODIFY,
+            [](sd_event_source*, const inotify_event*, void* self) {
+                static_cast<DirectSession*>(self)->check_stopped();
+                return 0;
+            },
+            this);
+        if (r >= 0) cgroup_watch_.reset(s);
+    } else if (!reaped_) {
+        ::kill(-pid_, SIGKILL);
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+    add_timer(event_, stop_timer_, static_cast<std::uint64_t>(std::max<std::int64_t>(left.count(), 0)),
+              [this] {
+                  if (!stop_done_) return;
+                  auto cb = std::move(stop_done_);
+                  cb(false, "session " + unit_ + " did not stop before the cleanup deadline");
+              });
+    check_stopped();
+}
+
+void DirectSession::check_stopped() {
+    if (!stop_done_ || !reaped_) return;
+    if (!cgroup_.empty()) {
+        if (!direct::cgroup_empty(cgroup_)) return;
+        direct::remove_cgroup(cgroup_);
+    }
+    cgroup_watch_.reset();
+    stop_timer_.reset();
+    auto cb = std::move(stop_done_);
+    cb(true, {});
+}
+
+// Waits, blocking (start-up only), until `path`'s cgroup is empty or the deadline passes.
+bool wait_cgroup_empty(const std::string& path, Clock::time_point deadline) {
+    UniqueFd in(::inotify_init1(IN_CLOEXEC));
+    if (in && ::inotify_add_watch(in.get(), (path + "/cgroup.events").c_str(), IN_MODIFY) < 0)
+        in.reset();
+    while (!direct::cgroup_empty(path)) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) return false;
+        if (!in) return false;
+        pollfd p{in.get(), POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000))) > 0) {
+            char buf[4096];
+            [[maybe_unused]] const auto n = ::read(in.get(), buf, sizeof buf);
+        }
+    }
+    return true;
+}
+
+bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& why) {
+    bool ok = true;
+    std::set<std::string> cgroups;
+    for (const auto& r : records_.list()) {
+        if (!r.cgroup.empty()) {
+            cgroups.insert(r.cgroup);
+        } else if (r.leader > 0) {
+            // Only a process that is still the one we recorded: same PID, same start time.
+            UniqueFd fd(pidfd_open(r.leader));
+            if (fd && direct::process_start_time(r.leader) == r.start_time && pidfd_alive(fd.get())) {
+                ::kill(-r.leader, SIGKILL);
+                pidfd_send_signal(fd.get(), SIGKILL);
+            }
+        }
+        records_.remove(r.unit);
+        log_info("cleaned up orphan session", {{"UNIT", r.unit}});
+    }
+    // A crash between mkdir and the record leaves a cgroup with no record: clean those too.
+    if (root_)
+        for (const auto& c : root_->children()) cgroups.insert(c);
+    for (const auto& c : cgroups) {
+        if (const int e = direct::kill_cgroup(c); e != 0) {
+            why = "cannot kill orphan cgroup " + c + ": " + std::strerror(e);
+            ok = false;
+            continue;
+        }
+        if (!wait_cgroup_empty(c, deadline)) {
+            why = "orphan cgroup " + c + " did not empty in time";
+            ok = false;
+            continue;
+        }
+        direct::remove_cgroup(c);
+    }
+    return ok;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_direct_backend(const BackendOptions& options, std::string& why) {
+    auto backend = std::make_unique<DirectBackend>(options, CgroupRoot::open());
+    if (backend->prepare(why) < 0) return nullptr;
+    return backend;
+}
+
+}  // namespace ptyvisor::backends

@@ -1,0 +1,47 @@
+// SessionCgroup: the cgroup v2 directory that holds every process of one direct session.
+//
+// Layout: <cgroup2 mount><daemon's cgroup>/ptyvisor.sessions/<unit name>. A session's
+// processes cannot leave it (moving needs write access to another cgroup, which the
+// account lacks), so membership is how we recognise them, and cgroup.kill ends them all at
+// once, double-forked daemons included.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/unique_fd.h"
+
+namespace ptyvisor::backends::direct {
+
+class CgroupRoot {
+public:
+    // The sessions directory under our own cgroup, created if missing; nullopt when this
+    // machine gives us no writable cgroup v2 with cgroup.kill.
+    static std::optional<CgroupRoot> open();
+
+    [[nodiscard]] const std::string& path() const { return path_; }             // absolute
+    [[nodiscard]] const std::string& relative() const { return relative_; }     // as in /proc/PID/cgroup
+    [[nodiscard]] std::vector<std::string> children() const;                    // leftover session dirs
+
+private:
+    std::string path_;
+    std::string relative_;
+};
+
+// Creates <root>/<name>. Returns the absolute path or nullopt with errno set.
+std::optional<std::string> create_session_cgroup(const CgroupRoot& root, const std::string& name);
+
+// Writes "1" to cgroup.kill. Returns 0 or an errno.
+int kill_cgroup(const std::string& path);
+
+// True when no process is left in the cgroup (cgroup.events says "populated 0").
+bool cgroup_empty(const std::string& path);
+
+// rmdir; ENOENT counts as success. Returns 0 or an errno.
+int remove_cgroup(const std::string& path);
+
+// PIDs listed in cgroup.procs.
+std::vector<pid_t> cgroup_pids(const std::string& path);
+
+}  // namespace ptyvisor::backends::direct

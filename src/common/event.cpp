@@ -1,0 +1,94 @@
+#include "common/event.h"
+
+#include <cerrno>
+
+namespace ptyvisor {
+namespace {
+
+template <class F>
+void destroy_handler(void* userdata) {
+    delete static_cast<F*>(userdata);
+}
+
+int on_io(sd_event_source*, int, std::uint32_t revents, void* userdata) {
+    (*static_cast<IoHandler*>(userdata))(revents);
+    return 0;
+}
+
+int on_time(sd_event_source*, std::uint64_t, void* userdata) {
+    (*static_cast<TimerHandler*>(userdata))();
+    return 0;
+}
+
+int on_defer(sd_event_source*, void* userdata) {
+    (*static_cast<TimerHandler*>(userdata))();
+    return 0;
+}
+
+// Hands ownership of `fn` to the source: sd-event destroys it with the source.
+template <class F>
+int adopt(sd_event_source* s, EventSource& out, F* fn) {
+    sd_event_source_set_userdata(s, fn);
+    sd_event_source_set_destroy_callback(s, destroy_handler<F>);
+    out.reset(s);
+    return 0;
+}
+
+}  // namespace
+
+int add_io(sd_event* e, EventSource& out, int fd, std::uint32_t events, IoHandler handler) {
+    auto* fn = new IoHandler(std::move(handler));
+    sd_event_source* s = nullptr;
+    const int r = sd_event_add_io(e, &s, fd, events, on_io, fn);
+    if (r < 0) {
+        delete fn;
+        return r;
+    }
+    return adopt(s, out, fn);
+}
+
+int add_timer(sd_event* e, EventSource& out, std::uint64_t after_usec, TimerHandler handler) {
+    auto* fn = new TimerHandler(std::move(handler));
+    sd_event_source* s = nullptr;
+    const int r = sd_event_add_time_relative(e, &s, CLOCK_MONOTONIC, after_usec, 1000, on_time, fn);
+    if (r < 0) {
+        delete fn;
+        return r;
+    }
+    return adopt(s, out, fn);
+}
+
+int add_defer(sd_event* e, EventSource& out, TimerHandler handler) {
+    auto* fn = new TimerHandler(std::move(handler));
+    sd_event_source* s = nullptr;
+    const int r = sd_event_add_defer(e, &s, on_defer, fn);
+    if (r < 0) {
+        delete fn;
+        return r;
+    }
+    sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+    return adopt(s, out, fn);
+}
+
+}  // namespace ptyvisor
+
+namespace ptyvisor {
+
+int rearm_timer(sd_event* e, EventSource& timer, std::uint64_t after_usec, TimerHandler handler) {
+    if (!timer) return add_timer(e, timer, after_usec, std::move(handler));
+    const int r = sd_event_source_set_time_relative(timer.get(), after_usec);
+    if (r < 0) return r;
+    return sd_event_source_set_enabled(timer.get(), SD_EVENT_ONESHOT);
+}
+
+void set_io_events(EventSource& source, std::uint32_t events) {
+    if (!source) return;
+    if (events == 0) {
+        sd_event_source_set_enabled(source.get(), SD_EVENT_OFF);
+        return;
+    }
+    sd_event_source_set_io_events(source.get(), events);
+    sd_event_source_set_enabled(source.get(), SD_EVENT_ON);
+}
+
+}  // namespace ptyvisor

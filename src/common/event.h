@@ -1,0 +1,58 @@
+// RAII owners for sd-event objects, and the callback trampolines that let a member
+// function serve as an sd-event handler.
+//
+// Destroying an EventSource disables it first, so a callback can never run for an object
+// that is gone.
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace ptyvisor {
+
+struct EventSourceUnref {
+    void operator()(sd_event_source* s) const noexcept { sd_event_source_disable_unref(s); }
+};
+using EventSource = std::unique_ptr<sd_event_source, EventSourceUnref>;
+
+struct EventUnref {
+    void operator()(sd_event* e) const noexcept { sd_event_unref(e); }
+};
+using EventLoop = std::unique_ptr<sd_event, EventUnref>;
+
+// Monotonic now in sd-event's microseconds.
+inline std::uint64_t now_usec(sd_event* e) {
+    std::uint64_t t = 0;
+    sd_event_now(e, CLOCK_MONOTONIC, &t);
+    return t;
+}
+
+inline std::uint64_t to_usec(std::chrono::duration<double> d) {
+    return static_cast<std::uint64_t>(d.count() * 1e6);
+}
+
+// Adds an io source whose callback is a std::function; the function lives as long as the
+// source. Returns a negative errno on failure.
+using IoHandler = std::function<void(std::uint32_t revents)>;
+int add_io(sd_event* e, EventSource& out, int fd, std::uint32_t events, IoHandler handler);
+
+// A one-shot monotonic timer `after` microseconds from now.
+using TimerHandler = std::function<void()>;
+int add_timer(sd_event* e, EventSource& out, std::uint64_t after_usec, TimerHandler handler);
+
+// A "defer" source: runs once on the next loop iteration (used so that callbacks are never
+// invoked from inside the call that registered them).
+int add_defer(sd_event* e, EventSource& out, TimerHandler handler);
+
+}  // namespace ptyvisor
+
+namespace ptyvisor {
+// Arms `timer` to fire once, `after_usec` from now, creating it on first use.
+int rearm_timer(sd_event* e, EventSource& timer, std::uint64_t after_usec, TimerHandler handler);
+// Sets an io source's events; 0 disables it.
+void set_io_events(EventSource& source, std::uint32_t events);
+}  // namespace ptyvisor

@@ -1,0 +1,46 @@
+#include "common/log.h"
+
+#include <sys/uio.h>
+#include <systemd/sd-journal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace ptyvisor {
+namespace {
+
+LogLevel g_max_level = LogLevel::Info;
+
+// journald sets JOURNAL_STREAM for services whose stderr it collects.
+bool stderr_is_journal() {
+    static const bool journal = std::getenv("JOURNAL_STREAM") != nullptr;
+    return journal;
+}
+
+}  // namespace
+
+void set_log_level(LogLevel max_level) { g_max_level = max_level; }
+
+void log_message(LogLevel level, std::string_view message, std::initializer_list<LogField> fields) {
+    if (static_cast<int>(level) > static_cast<int>(g_max_level)) return;
+    if (stderr_is_journal()) {
+        std::vector<std::string> items;
+        items.reserve(fields.size() + 3);
+        items.push_back("MESSAGE=" + std::string(message));
+        items.push_back("PRIORITY=" + std::to_string(static_cast<int>(level)));
+        items.emplace_back("SYSLOG_IDENTIFIER=ptyvisord");
+        for (const auto& [k, v] : fields) items.push_back(std::string(k) + "=" + v);
+        std::vector<iovec> iov;
+        iov.reserve(items.size());
+        for (auto& s : items) iov.push_back({s.data(), s.size()});
+        if (sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) >= 0) return;
+    }
+    std::string line = "ptyvisord: " + std::string(message);
+    for (const auto& [k, v] : fields) line += " " + std::string(k) + "=" + v;
+    line += '\n';
+    [[maybe_unused]] const auto n = ::write(STDERR_FILENO, line.data(), line.size());
+}
+
+}  // namespace ptyvisor

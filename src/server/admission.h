@@ -1,0 +1,64 @@
+// Admission: who may hold what, decided before a connection costs anything.
+//
+// The pilot charged one global quota before authentication, so any same-uid process could
+// lock the agent out (flaw 1). Here (docs/admission.md has the whole design):
+//  - authentication happens at accept time, from what the kernel already knows (SO_PEERCRED,
+//    SO_PEERPIDFD, the peer's cgroup); a peer that fails holds nothing;
+//  - a handshake slot is per peer process: one process holds at most
+//    max_unauthenticated_per_peer, and when all slots are taken a newcomer evicts the oldest
+//    handshake of the process holding the most, so no flood can keep a fresh peer out;
+//  - the admission rate is charged only for a valid START from an authenticated peer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "protocol/error_code.h"
+#include "server/config.h"
+
+namespace ptyvisor::server {
+
+struct AdmissionCounters {
+    std::uint64_t accepted = 0;
+    std::uint64_t rate_limited = 0;
+    std::uint64_t handshake_timeouts = 0;
+    std::uint64_t evicted = 0;
+    std::map<std::string, std::uint64_t> rejected;  // by error code name
+};
+
+class Admission {
+public:
+    explicit Admission(const Limits& limits) : limits_(limits), tokens_(limits.admissions_per_minute) {}
+
+    enum class Handshake { Admitted, AdmittedEvicting, Refused };
+    // Whether `peer` may start a handshake. AdmittedEvicting: the caller must first evict
+    // the oldest handshake of evict_candidate() (which calls leave_handshake for it).
+    Handshake enter_handshake(pid_t peer);
+    void leave_handshake(pid_t peer);
+    [[nodiscard]] pid_t evict_candidate() const;
+
+    // One of max_sessions; false when all are taken.
+    bool reserve_session();
+    void release_session();
+    [[nodiscard]] std::uint32_t sessions() const { return sessions_; }
+
+    // Token bucket of admissions_per_minute, refilled continuously. `now_usec` is monotonic.
+    bool take_admission(std::uint64_t now_usec);
+
+    void count_rejected(protocol::ErrorCode code);
+    AdmissionCounters& counters() { return counters_; }
+
+private:
+    Limits limits_;
+    std::map<pid_t, std::uint32_t> handshakes_by_peer_;
+    std::uint32_t handshakes_ = 0;
+    std::uint32_t sessions_ = 0;
+    double tokens_;
+    std::uint64_t last_refill_usec_ = 0;
+    AdmissionCounters counters_;
+};
+
+}  // namespace ptyvisor::server

@@ -1,0 +1,172 @@
+#include "server/config.h"
+
+#include <toml++/toml.h>
+
+#include <regex>
+#include <sstream>
+
+namespace ptyvisor::server {
+namespace {
+
+std::string where(const toml::source_region& r) {
+    std::ostringstream s;
+    s << "line " << r.begin.line << ", column " << r.begin.column;
+    return s.str();
+}
+
+class Reader {
+public:
+    Reader(const std::string& path, const toml::table& root) : path_(path), root_(root) {}
+
+    std::optional<std::string> error;
+
+    void string(const toml::table& t, const char* key, std::string& out) {
+        if (const auto* node = t.get(key)) {
+            if (const auto v = node->value<std::string>()) out = *v;
+            else fail(*node, std::string("'") + key + "' must be a string");
+        }
+    }
+
+    void strings(const toml::table& t, const char* key, std::vector<std::string>& out) {
+        const auto* node = t.get(key);
+        if (!node) return;
+        const auto* arr = node->as_array();
+        if (!arr) return fail(*node, std::string("'") + key + "' must be an array of strings");
+        out.clear();
+        for (const auto& e : *arr) {
+            if (const auto v = e.value<std::string>()) out.push_back(*v);
+            else return fail(e, std::string("'") + key + "' must be an array of strings");
+        }
+    }
+
+    void count(const toml::table& t, const char* key, std::uint32_t lo, std::uint32_t hi,
+               std::uint32_t& out) {
+        const auto* node = t.get(key);
+        if (!node) return;
+        const auto v = node->value<std::int64_t>();
+        if (!v || !node->is_integer()) return fail(*node, std::string("'") + key + "' must be an integer");
+        if (*v < lo || *v > hi)
+            return fail(*node, std::string("'") + key + "' must be between " + std::to_string(lo) +
+                                   " and " + std::to_string(hi));
+        out = static_cast<std::uint32_t>(*v);
+    }
+
+    void seconds(const toml::table& t, const char* key, std::chrono::duration<double>& out) {
+        const auto* node = t.get(key);
+        if (!node) return;
+        const auto v = node->value<double>();
+        if (!v || !(node->is_integer() || node->is_floating_point()))
+            return fail(*node, std::string("'") + key + "' must be a number of seconds");
+        if (!(*v > 0 && *v <= 3600))
+            return fail(*node, std::string("'") + key + "' must be > 0 and <= 3600 seconds");
+        out = std::chrono::duration<double>(*v);
+    }
+
+    void fail(const toml::node& node, const std::string& why) {
+        if (!error) error = path_ + ": " + where(node.source()) + ": " + why;
+    }
+
+    // Unknown keys are refused: a typo must not silently fall back to a default.
+    void only(const toml::table& t, std::initializer_list<std::string_view> keys) {
+        for (const auto& [k, v] : t) {
+            bool known = false;
+            for (auto key : keys) known = known || k.str() == key;
+            if (!known) fail(v, "unknown key '" + std::string(k.str()) + "'");
+        }
+    }
+
+    const toml::table& root() const { return root_; }
+
+private:
+    std::string path_;
+    const toml::table& root_;
+};
+
+const toml::table* subtable(Reader& r, const toml::table& t, const char* key) {
+    const auto* node = t.get(key);
+    if (!node) return nullptr;
+    if (!node->is_table()) {
+        r.fail(*node, std::string("'") + key + "' must be a table");
+        return nullptr;
+    }
+    return node->as_table();
+}
+
+}  // namespace
+
+std::optional<std::string> load_config_file(const std::string& path, Config& c) {
+    toml::table root;
+    try {
+        root = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        if (!e.source().begin) return path + ": " + std::string(e.description());
+        return path + ": " + where(e.source()) + ": " + std::string(e.description());
+    }
+    Reader r(path, root);
+    r.only(root, {"user", "socket", "backend", "allow_units", "unit_prefix", "state_directory",
+                  "limits", "timeouts", "session"});
+    r.string(root, "user", c.user);
+    r.string(root, "socket", c.socket);
+    r.string(root, "backend", c.backend);
+    r.strings(root, "allow_units", c.allow_units);
+    r.string(root, "unit_prefix", c.unit_prefix);
+    r.string(root, "state_directory", c.state_directory);
+    if (const auto* t = subtable(r, root, "limits")) {
+        r.only(*t, {"max_sessions", "max_unauthenticated", "max_unauthenticated_per_peer",
+                    "admissions_per_minute", "socket_buffer_bytes", "held_input_bytes",
+                    "output_buffer_bytes"});
+        r.count(*t, "max_sessions", 1, 100000, c.limits.max_sessions);
+        r.count(*t, "max_unauthenticated", 1, 100000, c.limits.max_unauthenticated);
+        r.count(*t, "max_unauthenticated_per_peer", 1, 100000, c.limits.max_unauthenticated_per_peer);
+        r.count(*t, "admissions_per_minute", 1, 1000000, c.limits.admissions_per_minute);
+        r.count(*t, "socket_buffer_bytes", 4096, 16 << 20, c.limits.socket_buffer_bytes);
+        r.count(*t, "held_input_bytes", 4096, 16 << 20, c.limits.held_input_bytes);
+        r.count(*t, "output_buffer_bytes", 65536, 16 << 20, c.limits.output_buffer_bytes);
+    }
+    if (const auto* t = subtable(r, root, "timeouts")) {
+        r.only(*t, {"handshake", "operation", "drain", "cleanup"});
+        r.seconds(*t, "handshake", c.timeouts.handshake);
+        r.seconds(*t, "operation", c.timeouts.operation);
+        r.seconds(*t, "drain", c.timeouts.drain);
+        r.seconds(*t, "cleanup", c.timeouts.cleanup);
+    }
+    if (const auto* t = subtable(r, root, "session")) {
+        r.only(*t, {"properties"});
+        if (const auto* p = subtable(r, *t, "properties")) {
+            for (const auto& [k, v] : *p) {
+                if (const auto s = v.value<std::string>(); s && v.is_string()) {
+                    c.session_properties[std::string(k.str())] = *s;
+                } else if (v.is_integer()) {
+                    c.session_properties[std::string(k.str())] = std::to_string(*v.value<std::int64_t>());
+                } else if (v.is_boolean()) {
+                    c.session_properties[std::string(k.str())] = *v.value<bool>() ? "yes" : "no";
+                } else {
+                    r.fail(v, "session property '" + std::string(k.str()) +
+                                  "' must be a string, integer or boolean");
+                }
+            }
+        }
+    }
+    return r.error;
+}
+
+std::optional<std::string> validate(const Config& c) {
+    if (c.user.empty()) return "no account configured: set 'user' in the file or pass --user";
+    if (c.backend != "auto" && c.backend != "systemd" && c.backend != "direct")
+        return "backend must be auto, systemd or direct, not '" + c.backend + "'";
+    if (c.socket.empty() || c.socket.front() != '/') return "socket must be an absolute path";
+    if (c.socket.size() >= 108) return "socket path is too long for a Unix socket";
+    if (c.state_directory.empty() || c.state_directory.front() != '/')
+        return "state_directory must be an absolute path";
+    static const std::regex prefix("[A-Za-z0-9_]([A-Za-z0-9_.-]{0,30})");
+    if (!std::regex_match(c.unit_prefix, prefix))
+        return "unit_prefix must be 1-31 characters of [A-Za-z0-9_.-]";
+    static const std::regex unit("[A-Za-z0-9:_.\\\\@-]+\\.service");
+    for (const auto& u : c.allow_units)
+        if (!std::regex_match(u, unit)) return "allow_units entry '" + u + "' is not a service unit name";
+    if (c.limits.max_unauthenticated_per_peer > c.limits.max_unauthenticated)
+        return "max_unauthenticated_per_peer must not exceed max_unauthenticated";
+    return std::nullopt;
+}
+
+}  // namespace ptyvisor::server

@@ -1,0 +1,51 @@
+// Daemon configuration: defaults (the pilot's constants), then the TOML file, then flags.
+// docs/configuration.md documents every key; keep the two in step.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ptyvisor::server {
+
+inline constexpr const char* kDefaultConfigPath = "/etc/ptyvisor/ptyvisord.toml";
+
+struct Limits {
+    std::uint32_t max_sessions = 16;
+    std::uint32_t max_unauthenticated = 32;
+    std::uint32_t max_unauthenticated_per_peer = 4;
+    std::uint32_t admissions_per_minute = 120;
+    std::uint32_t socket_buffer_bytes = 128 * 1024;
+    std::uint32_t held_input_bytes = 256 * 1024;    // INPUT held before exec, and when the PTY is full
+    std::uint32_t output_buffer_bytes = 256 * 1024; // OUTPUT queued for a slow client
+};
+
+struct Timeouts {
+    std::chrono::duration<double> handshake{5.0};
+    std::chrono::duration<double> operation{10.0};  // a client write may stall this long
+    std::chrono::duration<double> drain{2.0};       // output drain after the command exits
+    std::chrono::duration<double> cleanup{15.0};    // stopping one session, of its own
+};
+
+struct Config {
+    std::string user;  // the agent's account; required
+    std::string socket = "/run/ptyvisor/ptyvisor.sock";
+    std::string backend = "auto";  // auto | systemd | direct
+    std::vector<std::string> allow_units;
+    std::string unit_prefix = "ptyvisor";
+    std::string state_directory = "/var/lib/ptyvisor";
+    Limits limits;
+    Timeouts timeouts;
+    std::map<std::string, std::string> session_properties;
+};
+
+// Reads `path` over `config`. On error returns a message naming the file, line and reason.
+std::optional<std::string> load_config_file(const std::string& path, Config& config);
+
+// Checks values that no single key can check alone. Returns an error message or nullopt.
+std::optional<std::string> validate(const Config& config);
+
+}  // namespace ptyvisor::server

@@ -1,0 +1,134 @@
+// Connection: one client, from accept to close, on the daemon's event loop.
+//
+//   Handshake --START ok--> Starting --exec'd--> Running --end--> Ending --EXIT sent--> Closed
+//        \--any failure: ERROR frame, then Closed
+//
+// Invariants:
+//  - Every descriptor the client sends is owned by a UniqueFd the moment it arrives and is
+//    closed unless it is the one START may carry.
+//  - The session is cleaned up exactly once (backend stop), under a deadline of its own.
+//  - All OUTPUT precedes EXIT; EXIT and ERROR are the last frames and are followed by close.
+//  - Memory is bounded: at most one decoder frame, held_input_bytes of INPUT and
+//    output_buffer_bytes (+ one read) of OUTPUT per connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "common/event.h"
+#include "common/unique_fd.h"
+#include "protocol/frame_decoder.h"
+#include "protocol/payloads.h"
+#include "server/output_queue.h"
+#include "server/peer.h"
+
+namespace ptyvisor::server {
+
+class Server;
+
+struct SessionStatus {
+    std::string unit;
+    pid_t pid = 0;
+    pid_t peer_pid = 0;
+    std::int64_t started_at = 0;  // unix seconds
+    std::uint64_t bytes_in = 0;
+    std::uint64_t bytes_out = 0;
+    std::string argv0;
+};
+
+class Connection {
+public:
+    enum class Phase { Handshake, Starting, Running, Ending, Closed };
+
+    Connection(Server& server, UniqueFd socket, PeerIdentity peer);
+    ~Connection();
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+
+    // Registers event sources and the handshake deadline. Returns a negative errno.
+    int begin();
+
+    // The daemon is stopping: a handshake gets ERROR shutting_down, a session ends with
+    // reason shutdown.
+    void shut_down();
+    // Admission took this handshake's slot for a fairer peer.
+    void evict();
+    // Closes at once, without cleanup callbacks (fail-closed path).
+    void abandon();
+
+    [[nodiscard]] Phase phase() const { return phase_; }
+    [[nodiscard]] pid_t peer_pid() const { return peer_.cred.pid; }
+    [[nodiscard]] std::uint64_t serial() const { return serial_; }
+    [[nodiscard]] bool has_session() const { return session_ != nullptr; }
+    [[nodiscard]] SessionStatus status() const;
+
+private:
+    // Handshake.
+    void on_socket(std::uint32_t revents);
+    void receive();
+    void handle_frame(protocol::Frame& frame);
+    void handle_start(const protocol::Frame& frame);
+    void handle_status_request();
+    void start_session(protocol::StartRequest request, UniqueFd cwd);
+    void on_started(pid_t pid);
+    void on_start_failed(const std::string& why);
+    void on_handshake_timeout();
+
+    // Relay.
+    void handle_input(const protocol::Frame& frame);
+    void on_pty(std::uint32_t revents);
+    void read_pty();
+    void write_held_input();
+    void flush_output();
+    void update_socket_events();
+    void update_pty_events();
+    void on_stalled();
+
+    // End.
+    void on_exited(protocol::ExitStatus status);
+    void end(protocol::ExitReason reason);
+    void stop_session();
+    void on_stopped(bool ok, const std::string& why);
+    void start_drain_timer();
+    void maybe_finish();
+    void send_error(protocol::ErrorCode code, const std::string& message);
+    void close();
+    void leave_handshake();
+
+    Server& server_;
+    UniqueFd socket_;
+    PeerIdentity peer_;
+    std::uint64_t serial_;
+    Phase phase_ = Phase::Handshake;
+    bool holds_handshake_slot_ = true;
+    bool holds_session_slot_ = false;
+
+    protocol::FrameDecoder decoder_;
+    std::vector<UniqueFd> start_fds_;  // received before START completed
+    OutputQueue out_;
+    std::vector<std::uint8_t> held_input_;
+    bool socket_eof_ = false;
+
+    EventSource socket_source_, pty_source_, handshake_timer_, stall_timer_, drain_timer_;
+
+    UniqueFd master_;
+    std::unique_ptr<backends::Session> session_;
+    std::string argv0_;
+    std::int64_t started_at_ = 0;
+    std::uint64_t bytes_in_ = 0, bytes_out_ = 0;
+
+    // Ending state.
+    bool ending_ = false;
+    protocol::ExitReason reason_ = protocol::ExitReason::Exited;
+    bool exited_ = false;
+    protocol::ExitStatus exit_status_;
+    bool stop_requested_ = false, stopped_ = false, pty_closed_ = false, drain_expired_ = false;
+    bool exit_queued_ = false;
+    bool close_after_stop_ = false;
+};
+
+}  // namespace ptyvisor::server

@@ -1,0 +1,127 @@
+// ptyvisord: the root daemon. Parses flags over the configuration file, cleans up what an
+// earlier run left, listens, and serves until SIGTERM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "backends/factory.h"
+#include "common/event.h"
+#include "common/log.h"
+#include "server/account.h"
+#include "server/config.h"
+#include "server/listener.h"
+#include "server/server.h"
+
+namespace {
+
+using namespace ptyvisor;
+
+struct Flags {
+    std::string config_path = server::kDefaultConfigPath;
+    bool config_given = false;
+    std::optional<std::string> socket, backend, user, state_directory;
+    std::vector<std::string> allow_units;
+    bool check_config = false;
+};
+
+int run(const Flags& flags) {
+    server::Config config;
+    if (flags.config_given || ::access(flags.config_path.c_str(), F_OK) == 0) {
+        if (const auto error = server::load_config_file(flags.config_path, config)) {
+            std::cerr << "ptyvisord: " << *error << "\n";
+            return 2;
+        }
+    }
+    if (flags.socket) config.socket = *flags.socket;
+    if (flags.backend) config.backend = *flags.backend;
+    if (flags.user) config.user = *flags.user;
+    if (flags.state_directory) config.state_directory = *flags.state_directory;
+    if (!flags.allow_units.empty()) config.allow_units = flags.allow_units;
+    if (const auto error = server::validate(config)) {
+        std::cerr << "ptyvisord: " << *error << "\n";
+        return 2;
+    }
+    std::string why;
+    auto account = server::resolve_account(config.user, why);
+    if (!account) {
+        std::cerr << "ptyvisord: " << why << "\n";
+        return 2;
+    }
+    if (flags.check_config) {
+        std::cout << "configuration OK: account " << config.user << " (uid " << account->uid << "), socket "
+                  << config.socket << ", backend " << config.backend << "\n";
+        return 0;
+    }
+    if (::geteuid() != 0) {
+        std::cerr << "ptyvisord: must run as root\n";
+        return 1;
+    }
+
+    // Signals are events of the loop; the handlers are never run asynchronously.
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+
+    sd_event* raw = nullptr;
+    if (const int r = sd_event_new(&raw); r < 0) {
+        log_error("cannot create the event loop", {{"ERROR", std::strerror(-r)}});
+        return 1;
+    }
+    EventLoop event(raw);
+
+    backends::BackendOptions options;
+    options.event = event.get();
+    options.unit_prefix = config.unit_prefix;
+    options.allowed_units = config.allow_units;
+    options.state_directory = config.state_directory;
+    auto backend = backends::make_backend(config.backend, options, why);
+    if (!backend) {
+        log_error("cannot start the backend", {{"BACKEND", config.backend}, {"ERROR", why}});
+        return 1;
+    }
+    const auto deadline = backends::Clock::now() +
+                          std::chrono::duration_cast<backends::Clock::duration>(config.timeouts.cleanup);
+    if (!backend->cleanup_orphans(deadline, why)) {
+        log_error("cannot clean up orphan sessions", {{"ERROR", why}});
+        return 1;
+    }
+    auto listener = server::open_listener(config.socket, account->gid);
+    if (!listener.fd) {
+        log_error("cannot listen", {{"SOCKET", config.socket}, {"ERROR", listener.error}});
+        return 1;
+    }
+    server::Server srv(std::move(config), std::move(*account), std::move(backend), event.get());
+    return srv.serve(std::move(listener.fd));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"ptyvisord: supervises the PTY sessions of an AI agent's account"};
+    app.set_version_flag("--version", PTYVISOR_VERSION);
+    Flags flags;
+    auto* config_opt = app.add_option("-c,--config", flags.config_path, "configuration file (TOML)")
+                           ->capture_default_str();
+    app.add_option("--socket", flags.socket, "listening socket path");
+    app.add_option("--backend", flags.backend, "session backend")->check(CLI::IsMember({"auto", "systemd", "direct"}));
+    app.add_option("--user", flags.user, "the agent's account");
+    app.add_option("--allow-unit", flags.allow_units, "only the MainPID of this unit may connect (repeatable)");
+    app.add_option("--state-directory", flags.state_directory, "where live sessions are recorded");
+    app.add_flag("--check-config", flags.check_config, "validate the configuration and exit");
+    CLI11_PARSE(app, argc, argv);
+    flags.config_given = config_opt->count() > 0;
+    try {
+        return run(flags);
+    } catch (const std::exception& e) {
+        log_error("fatal", {{"ERROR", e.what()}});
+        return 1;
+    }
+}

@@ -1,0 +1,60 @@
+#include "server/output_queue.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+namespace ptyvisor::server {
+
+using protocol::kHeaderSize;
+
+void OutputQueue::push(protocol::FrameType type, std::string_view payload) {
+    compact();
+    const auto frame = protocol::encode_frame(type, payload);
+    data_.insert(data_.end(), frame.begin(), frame.end());
+}
+
+void OutputQueue::compact() {
+    if (start_ > 0 && start_ >= data_.size() / 2) {
+        data_.erase(data_.begin(), data_.begin() + static_cast<std::ptrdiff_t>(start_));
+        start_ = 0;
+    }
+}
+
+std::span<std::uint8_t> OutputQueue::prepare_output(std::size_t max) {
+    compact();
+    reserved_at_ = data_.size();
+    data_.resize(reserved_at_ + kHeaderSize + max);
+    return {data_.data() + reserved_at_ + kHeaderSize, max};
+}
+
+void OutputQueue::commit_output(std::size_t n) {
+    if (n == 0) {
+        data_.resize(reserved_at_);
+        return;
+    }
+    data_.resize(reserved_at_ + kHeaderSize + n);
+    protocol::write_header(protocol::FrameType::Output, static_cast<std::uint32_t>(n),
+                           std::span<std::uint8_t, kHeaderSize>(data_.data() + reserved_at_, kHeaderSize));
+}
+
+OutputQueue::Flush OutputQueue::flush(int socket, bool& progress) {
+    progress = false;
+    while (!empty()) {
+        const ssize_t n = ::send(socket, data_.data() + start_, size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) return Flush::Blocked;
+            return Flush::Failed;
+        }
+        progress = true;
+        start_ += static_cast<std::size_t>(n);
+    }
+    data_.clear();
+    start_ = 0;
+    // An idle session should not keep a burst's worth of memory.
+    if (data_.capacity() > kIdleCapacity) data_.shrink_to_fit();
+    return Flush::Drained;
+}
+
+}  // namespace ptyvisor::server

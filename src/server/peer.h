@@ -1,0 +1,27 @@
+// What the kernel says about a connecting client, read once at accept time.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <string>
+
+#include "backends/backend.h"
+#include "common/unique_fd.h"
+
+namespace ptyvisor::server {
+
+struct PeerIdentity {
+    ucred cred{};
+    UniqueFd pidfd;  // SO_PEERPIDFD, so a recycled PID can never pass for the peer
+
+    [[nodiscard]] backends::Peer view() const {
+        return {cred.pid, cred.uid, cred.gid, pidfd.get()};
+    }
+};
+
+// Reads SO_PEERCRED and SO_PEERPIDFD. On kernels without SO_PEERPIDFD (before 6.5) falls
+// back to pidfd_open(pid) and re-reads SO_PEERCRED after, which narrows but cannot close
+// the PID reuse window. Returns an errno on failure.
+int read_peer(int socket, PeerIdentity& out);
+
+}  // namespace ptyvisor::server

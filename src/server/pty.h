@@ -1,0 +1,23 @@
+// A fresh PTY pair: the master stays in the daemon, the peer goes to the session.
+#pragma once
+
+#include <string>
+
+#include "common/unique_fd.h"
+#include "protocol/payloads.h"
+
+namespace ptyvisor::server {
+
+struct PtyPair {
+    UniqueFd master;  // non-blocking, close-on-exec
+    UniqueFd peer;    // close-on-exec, not our controlling terminal
+    std::string peer_path;
+};
+
+// Opens a PTY, owned by `uid`/`gid` with mode 0620 like a login terminal, sized `size`.
+// Returns an errno on failure.
+int open_pty(uid_t uid, gid_t gid, protocol::WindowSize size, PtyPair& out);
+
+int set_window_size(int master, protocol::WindowSize size);
+
+}  // namespace ptyvisor::server

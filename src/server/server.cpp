@@ -1,0 +1,219 @@
+#include "server/server.h"
+
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <systemd/sd-daemon.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "common/log.h"
+#include "protocol/frame.h"
+#include "protocol/payloads.h"
+
+namespace ptyvisor::server {
+
+using protocol::ErrorCode;
+
+Server::Server(Config config, backends::Account account, std::unique_ptr<backends::Backend> backend,
+               sd_event* event)
+    : config_(std::move(config)),
+      account_(std::move(account)),
+      backend_(std::move(backend)),
+      event_(event),
+      admission_(config_.limits) {}
+
+Server::~Server() {
+    // Connections first: their sessions unregister from the backend as they go.
+    connections_.clear();
+    retired_.clear();
+}
+
+int Server::serve(UniqueFd listener) {
+    listener_ = std::move(listener);
+    int r = add_io(event_, accept_source_, listener_.get(), EPOLLIN, [this](std::uint32_t) { on_accept(); });
+    if (r < 0) return log_error("cannot watch the listener", {{"ERROR", std::strerror(-r)}}), 1;
+    auto on_signal = [](sd_event_source*, const signalfd_siginfo*, void* self) {
+        static_cast<Server*>(self)->begin_shutdown();
+        return 0;
+    };
+    sd_event_source* s = nullptr;
+    if (sd_event_add_signal(event_, &s, SIGTERM, on_signal, this) >= 0) sigterm_source_.reset(s);
+    if (sd_event_add_signal(event_, &s, SIGINT, on_signal, this) >= 0) sigint_source_.reset(s);
+    // sd-event pings the service manager's watchdog itself when WATCHDOG_USEC is set.
+    sd_event_set_watchdog(event_, 1);
+    sd_notifyf(0, "READY=1\nSTATUS=Serving on %s with the %s backend", config_.socket.c_str(),
+               std::string(backend_->name()).c_str());
+    log_info("listening", {{"SOCKET", config_.socket}, {"BACKEND", std::string(backend_->name())}});
+    r = sd_event_loop(event_);
+    sd_notify(0, "STOPPING=1");
+    return r < 0 ? 1 : r;
+}
+
+void Server::on_accept() {
+    // A bounded batch per wakeup keeps one flood from starving established sessions.
+    for (int i = 0; i < 64; ++i) {
+        UniqueFd socket(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        if (!socket) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                // Out of descriptors: stop accepting until a connection closes, instead
+                // of spinning on a listener that stays readable.
+                log_warning("accept paused", {{"ERROR", std::strerror(errno)}});
+                sd_event_source_set_enabled(accept_source_.get(), SD_EVENT_OFF);
+            }
+            return;
+        }
+        accept_one(std::move(socket));
+    }
+}
+
+void Server::reject(int socket, ErrorCode code, const std::string& message) {
+    admission_.count_rejected(code);
+    const auto frame = protocol::encode_frame(protocol::FrameType::Error,
+                                              protocol::encode(protocol::ErrorReply{code, message}));
+    // A fresh socket's send buffer is empty, so this small frame fits; never wait for it.
+    [[maybe_unused]] const auto n = ::send(socket, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void Server::accept_one(UniqueFd socket) {
+    if (shutting_down_) return reject(socket.get(), ErrorCode::ShuttingDown, "the daemon is stopping");
+    PeerIdentity peer;
+    if (const int e = read_peer(socket.get(), peer); e != 0)
+        return reject(socket.get(), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(e));
+    // Sort peers by what the kernel already told us, before they hold anything.
+    if (peer.cred.uid != 0) {
+        if (peer.cred.uid != account_.uid || peer.cred.gid != account_.gid)
+            return reject(socket.get(), ErrorCode::NotAllowed, "only the agent's account may connect");
+        std::string why;
+        if (!backend_->peer_allowed(peer.view(), why)) return reject(socket.get(), ErrorCode::NotAllowed, why);
+    }
+    switch (admission_.enter_handshake(peer.cred.pid)) {
+        case Admission::Handshake::Refused:
+            return reject(socket.get(), ErrorCode::Overloaded, "too many connections are waiting for START");
+        case Admission::Handshake::AdmittedEvicting: evict_for_fairness(admission_.evict_candidate()); break;
+        case Admission::Handshake::Admitted: break;
+    }
+    auto connection = std::make_unique<Connection>(*this, std::move(socket), std::move(peer));
+    Connection* raw = connection.get();
+    connections_.emplace(raw, std::move(connection));
+    ++admission_.counters().accepted;
+    if (const int r = raw->begin(); r < 0) {
+        log_warning("cannot serve connection", {{"ERROR", std::strerror(-r)}});
+        raw->abandon();
+    }
+}
+
+void Server::evict_for_fairness(pid_t victim) {
+    Connection* oldest = nullptr;
+    for (const auto& [raw, c] : connections_)
+        if (c->phase() == Connection::Phase::Handshake && c->peer_pid() == victim &&
+            (!oldest || c->serial() < oldest->serial()))
+            oldest = raw;
+    if (oldest) oldest->evict();
+}
+
+std::string Server::new_unit_name() const {
+    unsigned char bytes[16];
+    std::size_t got = 0;
+    while (got < sizeof bytes) {
+        const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+        }
+        got += static_cast<std::size_t>(n);
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string name = config_.unit_prefix + "-";
+    for (const unsigned char b : bytes) {
+        name += kHex[b >> 4];
+        name += kHex[b & 15];
+    }
+    return name + ".service";
+}
+
+std::string Server::status_json() const {
+    using nlohmann::json;
+    json sessions = json::array();
+    for (const auto& [raw, c] : connections_) {
+        if (!c->has_session()) continue;
+        const auto s = c->status();
+        sessions.push_back({{"unit", s.unit}, {"pid", s.pid}, {"peer_pid", s.peer_pid},
+                            {"started_at", s.started_at}, {"bytes_in", s.bytes_in},
+                            {"bytes_out", s.bytes_out}, {"argv0", s.argv0}});
+    }
+    auto& counters = const_cast<Admission&>(admission_).counters();
+    json out{{"version", PTYVISOR_VERSION},
+             {"backend", std::string(backend_->name())},
+             {"sessions", sessions},
+             {"counters",
+              {{"accepted", counters.accepted},
+               {"rejected", counters.rejected},
+               {"rate_limited", counters.rate_limited},
+               {"handshake_timeouts", counters.handshake_timeouts},
+               {"evicted", counters.evicted}}}};
+    auto text = out.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > protocol::kMaxStatusPayloadSize) {
+        out["sessions"] = json::array();
+        out["truncated"] = true;
+        text = out.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    return text;
+}
+
+void Server::retire(Connection* connection) {
+    const auto it = connections_.find(connection);
+    if (it == connections_.end()) return;
+    retired_.push_back(std::move(it->second));
+    connections_.erase(it);
+    // Destroyed on the next iteration: we may be inside one of its callbacks now.
+    if (!reap_source_) add_defer(event_, reap_source_, [this] { reap_retired(); });
+    else sd_event_source_set_enabled(reap_source_.get(), SD_EVENT_ONESHOT);
+    if (accept_source_ && !shutting_down_) sd_event_source_set_enabled(accept_source_.get(), SD_EVENT_ON);
+}
+
+void Server::reap_retired() {
+    retired_.clear();
+    maybe_exit();
+}
+
+void Server::begin_shutdown() {
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    log_info("shutting down", {{"SESSIONS", std::to_string(admission_.sessions())}});
+    sd_notify(0, "STOPPING=1\nSTATUS=Ending sessions");
+    accept_source_.reset();
+    listener_.reset();
+    std::vector<Connection*> all;
+    for (const auto& [raw, c] : connections_) all.push_back(raw);
+    for (Connection* c : all) c->shut_down();
+    maybe_exit();
+}
+
+void Server::maybe_exit() {
+    if (shutting_down_ && connections_.empty()) sd_event_exit(event_, failed_ ? 1 : 0);
+}
+
+void Server::fail_closed(const std::string& why) {
+    if (failed_) return;
+    failed_ = true;
+    shutting_down_ = true;
+    log_error("cleanup failed; failing closed", {{"ERROR", why}});
+    sd_notifyf(0, "STATUS=Failed closed: %s", why.c_str());
+    accept_source_.reset();
+    listener_.reset();
+    // Deferred: we are inside a session's callback, which must return before it is torn down.
+    add_defer(event_, reap_source_, [this] {
+        std::vector<Connection*> all;
+        for (const auto& [raw, c] : connections_) all.push_back(raw);
+        for (Connection* c : all) c->abandon();
+        retired_.clear();
+        sd_event_exit(event_, 1);
+    });
+}
+
+}  // namespace ptyvisor::server
