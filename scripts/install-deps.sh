@@ -1,0 +1,27 @@
+#!/bin/bash
+# Installs ptyvisor's build and test dependencies from Debian 12's packages. Idempotent:
+# when everything is present it changes nothing and does not touch the network.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config g++
+  clang libclang-rt-14-dev                  # libFuzzer and sanitizer runtimes for the fuzz preset
+  libsystemd-dev                            # sd-event, sd-bus, sd-daemon, sd-journal
+  libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  systemd dbus util-linux passwd procps     # the test harness boots a private systemd
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+[ "$(id -u)" = 0 ] || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

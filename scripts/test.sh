@@ -1,0 +1,27 @@
+#!/bin/bash
+# The whole test suite, as CI runs it:
+#   1. the default build and every CTest test (unit, integration on the direct backend,
+#      and the systemd suite inside a private systemd);
+#   2. the same tests under ASan+UBSan;
+#   3. a short, bounded libFuzzer pass over every decoder.
+# PTYVISOR_SKIP_ASAN=1 or PTYVISOR_SKIP_FUZZ=1 leave a stage out for quick local runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+scripts/ensure-test-account.sh
+
+echo "== default build"
+scripts/build.sh default
+ctest --preset default -j "$jobs"
+
+if [ "${PTYVISOR_SKIP_ASAN:-0}" != 1 ]; then
+  echo "== ASan+UBSan build"
+  scripts/build.sh asan
+  ctest --preset asan -j "$jobs"
+fi
+
+if [ "${PTYVISOR_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz smoke pass"
+  fuzz/run.sh "${PTYVISOR_FUZZ_SECONDS:-10}"
+fi
