@@ -55,7 +55,22 @@ SessionStatus Connection::status() const {
 void Connection::on_socket(std::uint32_t revents) {
     if (revents & EPOLLOUT) flush_output();
     if (phase_ == Phase::Closed) return;
-    if (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) receive();
+    const bool hangup = (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+    if (exit_queued_) {
+        // Only the last frame is left to send; nothing the client says matters any more.
+        if (revents & (EPOLLHUP | EPOLLERR)) close();
+        return;
+    }
+    if (held_input_.size() >= server_.config().limits.held_input_bytes) {
+        // Not reading (backpressure), but a hang-up is still news: it ends the session.
+        if (hangup) {
+            socket_eof_ = true;
+            end(ExitReason::Disconnected);
+            update_socket_events();
+        }
+        return;
+    }
+    if ((revents & EPOLLIN) || hangup) receive();
 }
 
 void Connection::receive() {
@@ -301,7 +316,10 @@ void Connection::flush_output() {
                             [this] { on_stalled(); });
             break;
         case OutputQueue::Flush::Failed:
+            // The client is gone: what it did not take is dropped, and nothing more is sent.
+            out_ = OutputQueue();
             socket_eof_ = true;
+            set_io_events(socket_source_, 0);
             if (exit_queued_ || phase_ == Phase::Handshake) return close();
             end(ExitReason::Disconnected);
             return;
@@ -319,9 +337,9 @@ void Connection::on_stalled() {
 void Connection::update_socket_events() {
     if (!socket_source_ || phase_ == Phase::Closed) return;
     std::uint32_t events = 0;
-    if (!socket_eof_) {
+    if (!socket_eof_ && !exit_queued_) {
         events |= EPOLLRDHUP;
-        if (held_input_.size() < server_.config().limits.held_input_bytes && !exit_queued_) events |= EPOLLIN;
+        if (held_input_.size() < server_.config().limits.held_input_bytes) events |= EPOLLIN;
     }
     if (!out_.empty()) events |= EPOLLOUT;
     set_io_events(socket_source_, events);
