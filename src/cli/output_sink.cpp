@@ -1,0 +1,46 @@
+#include "cli/output_sink.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ptyvisor::cli {
+
+OutputSink::OutputSink(int fd) : fd_(fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return;
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || (flags & O_NONBLOCK) != 0) return;
+    if (::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0) restore_flags_ = flags;
+}
+
+OutputSink::~OutputSink() {
+    if (restore_flags_ >= 0) ::fcntl(fd_, F_SETFL, restore_flags_);
+}
+
+void OutputSink::append(std::span<const std::uint8_t> bytes) {
+    if (empty()) {
+        pending_.clear();
+        offset_ = 0;
+    }
+    pending_.insert(pending_.end(), bytes.begin(), bytes.end());
+}
+
+OutputSink::WriteResult OutputSink::write_some() {
+    while (!empty()) {
+        const ssize_t n = ::write(fd_, pending_.data() + offset_, pending_.size() - offset_);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return {false, 0};
+            return {false, errno};
+        }
+        offset_ += static_cast<std::size_t>(n);
+    }
+    pending_.clear();
+    offset_ = 0;
+    return {true, 0};
+}
+
+}  // namespace ptyvisor::cli

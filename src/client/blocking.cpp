@@ -1,0 +1,69 @@
+#include "client/blocking.h"
+
+#include <poll.h>
+
+#include <cerrno>
+#include <type_traits>
+
+#include "client/client_error.h"
+
+namespace ptyvisor::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int remaining_ms(Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return left.count() < 0 ? 0 : static_cast<int>(left.count());
+}
+
+void record(Event& event, Transcript& t) {
+    std::visit(
+        [&t](auto& e) {
+            using T = std::decay_t<decltype(e)>;
+            if constexpr (std::is_same_v<T, Started>) t.started = std::move(e);
+            else if constexpr (std::is_same_v<T, Output>) t.output.append(e.bytes.begin(), e.bytes.end());
+            else if constexpr (std::is_same_v<T, Exit>) t.exit = std::move(e.status);
+            else if constexpr (std::is_same_v<T, Error>) t.error = std::move(e.reply);
+            else if constexpr (std::is_same_v<T, Status>) t.status = std::move(e.json);
+            else if constexpr (std::is_same_v<T, Closed>) t.closed = true;
+            else if constexpr (std::is_same_v<T, ProtocolViolation>) t.violation = std::move(e.message);
+        },
+        event);
+}
+
+}  // namespace
+
+std::vector<Event> wait_for_events(Connection& connection, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    while (!connection.finished()) {
+        const bool drained = connection.flush();
+        pollfd p{connection.fd(), static_cast<short>(POLLIN | (drained ? 0 : POLLOUT)), 0};
+        const int n = ::poll(&p, 1, remaining_ms(deadline));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw system_error("poll", errno);
+        }
+        if (n == 0) return {};
+        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+            auto events = connection.read_events();
+            if (!events.empty()) return events;
+        }
+    }
+    return {};
+}
+
+Transcript run_to_completion(Connection& connection, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    Transcript t;
+    while (!connection.finished()) {
+        if (Clock::now() >= deadline)
+            throw ClientError("the daemon did not finish within " + std::to_string(timeout.count()) + " ms");
+        auto events = wait_for_events(
+            connection, std::chrono::milliseconds(remaining_ms(deadline)));
+        for (auto& e : events) record(e, t);
+    }
+    return t;
+}
+
+}  // namespace ptyvisor::client

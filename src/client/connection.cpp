@@ -1,0 +1,306 @@
+#include "client/connection.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "client/client_error.h"
+#include "client/utf8.h"
+#include "protocol/fd_passing.h"
+#include "protocol/frame.h"
+
+namespace ptyvisor::client {
+namespace {
+
+using protocol::FrameType;
+
+// One read takes at most one maximal I/O frame: output reaches the caller promptly and the
+// decoder never holds more than one read plus one partial frame.
+constexpr std::size_t kReadBufferSize = protocol::kHeaderSize + protocol::kMaxIoPayloadSize;
+
+void set_nonblocking(int fd, bool on) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0) throw system_error("cannot read socket flags", errno);
+    const int wanted = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+    if (wanted != flags && ::fcntl(fd, F_SETFL, wanted) < 0)
+        throw system_error("cannot set socket flags", errno);
+}
+
+// Waits for a connect() interrupted by a signal to finish and returns its result.
+int finish_interrupted_connect(int fd) {
+    pollfd p{fd, POLLOUT, 0};
+    while (::poll(&p, 1, -1) < 0)
+        if (errno != EINTR) return errno;
+    int error = 0;
+    socklen_t len = sizeof error;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0) return errno;
+    return error;
+}
+
+void check_utf8(std::string_view text, const std::string& what) {
+    if (!is_valid_utf8(text)) throw ClientError(what + " is not valid UTF-8");
+}
+
+void validate(const StartOptions& o) {
+    if (o.argv.empty() || o.argv[0].empty()) throw ClientError("no command given");
+    if (o.argv.size() > protocol::kMaxArgc)
+        throw ClientError("too many arguments (limit " + std::to_string(protocol::kMaxArgc) + ")");
+    if (o.env.size() > protocol::kMaxEnvc)
+        throw ClientError("too many environment variables (limit " +
+                          std::to_string(protocol::kMaxEnvc) + ")");
+    for (std::size_t i = 0; i < o.argv.size(); ++i) {
+        check_utf8(o.argv[i], "argument " + std::to_string(i));
+        if (o.argv[i].find('\0') != std::string::npos)
+            throw ClientError("argument " + std::to_string(i) + " contains a NUL byte");
+    }
+    for (const auto& e : o.env) {
+        const auto eq = e.find('=');
+        const std::string name = e.substr(0, eq);
+        if (eq == std::string::npos || eq == 0)
+            throw ClientError("environment entry '" + e + "' is not NAME=VALUE");
+        check_utf8(e, "environment variable " + name);
+        if (e.find('\0') != std::string::npos)
+            throw ClientError("environment variable " + name + " contains a NUL byte");
+    }
+    check_utf8(o.term, "TERM");
+    if (o.term.size() > protocol::kMaxTermLength || o.term.find('\0') != std::string::npos)
+        throw ClientError("TERM is too long or contains a NUL byte");
+    if (o.size.rows == 0 || o.size.cols == 0)
+        throw ClientError("the terminal size must be at least 1x1");
+}
+
+// The directory descriptor START carries: the caller's, or cwd opened here.
+UniqueFd open_directory(const StartOptions& o, int& fd) {
+    if (o.cwd_fd >= 0) {
+        fd = o.cwd_fd;
+        return {};
+    }
+    UniqueFd dir(::open(o.cwd.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir) throw system_error("cannot open directory " + o.cwd.string(), errno);
+    fd = dir.get();
+    return dir;
+}
+
+}  // namespace
+
+ClientError system_error(const std::string& what, int error) {
+    return ClientError(what + ": " + std::strerror(error));
+}
+
+Connection Connection::connect(const std::string& path) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.empty() || path.size() >= sizeof addr.sun_path)
+        throw ClientError("cannot connect to " + path + ": invalid socket path");
+    std::memcpy(addr.sun_path, path.data(), path.size());
+
+    // Connect blocking so a full listen backlog waits instead of failing with EAGAIN.
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) throw system_error("cannot create a socket", errno);
+    int error = 0;
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) < 0)
+        error = errno == EINTR ? finish_interrupted_connect(fd.get()) : errno;
+    if (error != 0) throw system_error("cannot connect to " + path, error);
+    return Connection(std::move(fd));
+}
+
+Connection::Connection(UniqueFd socket) : socket_(std::move(socket)), read_buffer_(kReadBufferSize) {
+    if (!socket_) throw ClientError("invalid socket");
+    set_nonblocking(socket_.get(), true);
+}
+
+void Connection::start(const StartOptions& options) {
+    if (mode_ != Mode::Idle) throw std::logic_error("ptyvisor: START must be the first request");
+    validate(options);
+    int dir_fd = -1;
+    const UniqueFd opened = open_directory(options, dir_fd);
+    struct stat st {};
+    if (::fstat(dir_fd, &st) < 0) throw system_error("cannot stat the working directory", errno);
+    if (!S_ISDIR(st.st_mode)) throw ClientError("the working directory is not a directory");
+
+    protocol::StartRequest request;
+    request.argv = options.argv;
+    request.env = options.env;
+    request.cwd_dev = st.st_dev;
+    request.cwd_ino = st.st_ino;
+    request.term = options.term;
+    request.size = options.size;
+    const std::string payload = protocol::encode(request);
+    if (payload.size() > protocol::max_payload(FrameType::Start))
+        throw ClientError("the command line and environment are too large (" +
+                          std::to_string(payload.size()) + " bytes encoded, limit " +
+                          std::to_string(protocol::max_payload(FrameType::Start)) + ")");
+    mode_ = Mode::Session;
+    send_start(payload, dir_fd);
+}
+
+void Connection::send_start(const std::string& payload, int directory_fd) {
+    const auto frame = protocol::encode_frame(FrameType::Start, payload);
+    // send_with_fd needs a blocking socket to send the whole frame; START is the first
+    // frame, so nothing else is waiting and blocking here only waits for the daemon to read.
+    set_nonblocking(socket_.get(), false);
+    const int error = protocol::send_with_fd(socket_.get(), frame, directory_fd);
+    set_nonblocking(socket_.get(), true);
+    if (error == EPIPE || error == ECONNRESET) {
+        write_error_ = error;  // the daemon's ERROR, if any, is still to be read
+        return;
+    }
+    if (error != 0) throw system_error("cannot send START", error);
+}
+
+void Connection::queue_status_request() {
+    if (mode_ != Mode::Idle)
+        throw std::logic_error("ptyvisor: STATUS_REQUEST must be the first request");
+    mode_ = Mode::Status;
+    queue_frame(FrameType::StatusRequest, {});
+}
+
+void Connection::require_session(const char* what) const {
+    if (mode_ != Mode::Session)
+        throw std::logic_error(std::string("ptyvisor: ") + what + " before START");
+}
+
+void Connection::queue_frame(FrameType type, std::string_view payload) {
+    // After a failed write nobody reads: keep nothing.
+    if (write_error_ != 0) return;
+    outgoing_.push(protocol::encode_frame(type, payload));
+}
+
+void Connection::queue_input(std::span<const std::uint8_t> bytes) {
+    require_session("INPUT");
+    while (!bytes.empty()) {
+        const auto n = std::min<std::size_t>(bytes.size(), protocol::kMaxIoPayloadSize);
+        if (write_error_ == 0) outgoing_.push(protocol::encode_frame(FrameType::Input, bytes.first(n)));
+        bytes = bytes.subspan(n);
+    }
+}
+
+void Connection::queue_input(std::string_view bytes) {
+    queue_input(std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+}
+
+void Connection::queue_resize(protocol::WindowSize size) {
+    require_session("RESIZE");
+    if (size.rows == 0 || size.cols == 0) return;  // not a size a terminal can have
+    queue_frame(FrameType::Resize, protocol::encode(size));
+}
+
+void Connection::queue_signal(protocol::SignalRequest request) {
+    require_session("SIGNAL");
+    if (request.signal < 1 || request.signal > 64)
+        throw ClientError("signal " + std::to_string(request.signal) + " is out of range");
+    queue_frame(FrameType::Signal, protocol::encode(request));
+}
+
+void Connection::queue_stop() {
+    require_session("STOP");
+    queue_frame(FrameType::Stop, {});
+}
+
+bool Connection::flush() {
+    if (write_error_ != 0) return true;
+    const auto result = outgoing_.flush(socket_.get());
+    if (result.error != 0) {
+        write_error_ = result.error;
+        outgoing_.clear();
+        return true;
+    }
+    return result.drained;
+}
+
+void Connection::violation(std::string message, std::vector<Event>& events) {
+    events.emplace_back(ProtocolViolation{std::move(message)});
+    finished_ = true;
+}
+
+std::vector<Event> Connection::read_events() {
+    std::vector<Event> events;
+    if (finished_) return events;
+    const auto r = protocol::receive_with_fds(socket_.get(), read_buffer_);
+    if (r.error == EAGAIN || r.error == EWOULDBLOCK || r.error == EINTR) return events;
+    // A Unix stream socket reports ECONNRESET instead of end of file when the daemon closed
+    // with our frames unread in its queue (after an ERROR, say). Everything it sent before
+    // closing has been read by then, so this is the end of the stream like any other.
+    const bool eof = r.eof || r.error == ECONNRESET;
+    if (r.error != 0 && !eof) throw system_error("cannot read from the daemon", r.error);
+    // r.fds closes every received descriptor when r goes out of scope.
+    if (!r.fds.empty() || r.control_truncated) {
+        violation("the daemon sent file descriptors", events);
+        return events;
+    }
+    decoder_.feed(std::span<const std::uint8_t>(read_buffer_.data(), r.bytes));
+    protocol::Frame frame;
+    while (!finished_) {
+        const auto status = decoder_.next(frame);
+        if (status == protocol::FrameDecoder::Status::NeedMore) break;
+        if (status == protocol::FrameDecoder::Status::Failed) {
+            violation("bad frame from the daemon (" + std::string(protocol::to_string(decoder_.error())) + ")",
+                      events);
+            break;
+        }
+        handle_frame(frame, events);
+    }
+    if (eof && !finished_) {
+        if (decoder_.mid_frame())
+            violation("the daemon closed the connection in the middle of a frame", events);
+        else
+            events.emplace_back(Closed{});
+        finished_ = true;
+    }
+    return events;
+}
+
+void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events) {
+    const std::string name(protocol::to_string(frame.type));
+    if (replied_) return violation("the daemon sent " + name + " after its last frame", events);
+    switch (frame.type) {
+        case FrameType::Error: {
+            auto d = protocol::decode_error(frame.text());
+            if (!d) return violation("bad ERROR payload: " + d.error, events);
+            replied_ = true;
+            events.emplace_back(Error{std::move(*d.value)});
+            return;
+        }
+        case FrameType::Started: {
+            if (mode_ != Mode::Session || started_) break;
+            auto d = protocol::decode_started(frame.text());
+            if (!d) return violation("bad STARTED payload: " + d.error, events);
+            started_ = true;
+            events.emplace_back(Started{std::move(d.value->unit), d.value->pid});
+            return;
+        }
+        case FrameType::Output:
+            if (mode_ != Mode::Session || !started_) break;
+            events.emplace_back(Output{std::move(frame.payload)});
+            return;
+        case FrameType::Exit: {
+            if (mode_ != Mode::Session || !started_) break;
+            auto d = protocol::decode_exit(frame.text());
+            if (!d) return violation("bad EXIT payload: " + d.error, events);
+            replied_ = true;
+            events.emplace_back(Exit{std::move(*d.value)});
+            return;
+        }
+        case FrameType::Status:
+            if (mode_ != Mode::Status) break;
+            replied_ = true;
+            events.emplace_back(Status{std::string(frame.text())});
+            return;
+        case FrameType::Start:
+        case FrameType::Input:
+        case FrameType::Resize:
+        case FrameType::Signal:
+        case FrameType::Stop:
+        case FrameType::StatusRequest: break;
+    }
+    violation("the daemon sent an unexpected " + name + " frame", events);
+}
+
+}  // namespace ptyvisor::client

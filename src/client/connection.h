@@ -1,0 +1,110 @@
+// Connection: the client side of one ptyvisor connection. The one place the client speaks
+// the wire protocol.
+//
+// Use: Connection::connect(path), then either start(options) for a session or
+// queue_status_request() for a status report. After that, with the socket in your event loop:
+//   - queue_input / queue_resize / queue_signal / queue_stop append whole frames to an
+//     outgoing queue; flush() writes what the socket takes now; wants_write() says whether
+//     to wait for writability;
+//   - read_events() reads what has arrived and returns it as typed events (events.h).
+//
+// Invariants:
+//   - The socket is non-blocking and close-on-exec, and is the only descriptor held.
+//   - START is the first frame sent and carries exactly one descriptor: the working
+//     directory. No other frame carries one.
+//   - Frames leave in the order they were queued; an INPUT never exceeds kMaxIoPayloadSize.
+//   - Nothing the daemon sends can crash the client or leak a descriptor: descriptors it
+//     sends are closed at once, and anything off-protocol becomes one ProtocolViolation.
+//   - Memory: the outgoing queue grows only as the caller queues; callers stop producing
+//     when output_full(). Incoming buffering is bounded by one read plus one frame.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/events.h"
+#include "client/outgoing_queue.h"
+#include "client/start_options.h"
+#include "common/unique_fd.h"
+#include "protocol/frame_decoder.h"
+#include "protocol/payloads.h"
+
+namespace ptyvisor::client {
+
+class Connection {
+public:
+    // How many queued bytes make output_full() true: a producer (stdin) pauses above this.
+    static constexpr std::size_t kOutgoingLimit = 1024 * 1024;
+
+    // Connects to the daemon's socket. Throws ClientError ("cannot connect to PATH: ...").
+    static Connection connect(const std::string& path);
+
+    // Adopts a connected AF_UNIX stream socket (tests use one end of a socketpair) and makes
+    // it non-blocking. Throws ClientError if the socket is invalid.
+    explicit Connection(UniqueFd socket);
+
+    Connection(Connection&&) = default;
+    Connection& operator=(Connection&&) = default;
+
+    [[nodiscard]] int fd() const { return socket_.get(); }
+
+    // Sends START with the working directory's descriptor attached. Must be the first
+    // request. Throws ClientError when the options are invalid (empty argv, text that is
+    // not UTF-8, a malformed env entry, a payload over the limit) or the directory cannot
+    // be opened. If the daemon has already closed the connection, START is dropped without
+    // an exception: read_events() then reports the daemon's ERROR or Closed.
+    void start(const StartOptions& options);
+
+    // Queues STATUS_REQUEST. Must be the first request.
+    void queue_status_request();
+
+    // Session requests; start() must have been called. Input is split into INPUT frames of
+    // at most kMaxIoPayloadSize bytes; empty input queues nothing.
+    void queue_input(std::span<const std::uint8_t> bytes);
+    void queue_input(std::string_view bytes);
+    void queue_resize(protocol::WindowSize size);
+    void queue_signal(protocol::SignalRequest request);
+    void queue_stop();
+
+    // Writes queued frames without blocking. True when the queue is empty afterwards.
+    // A write failure (the daemon went away) empties the queue, is kept in write_error()
+    // and returns true: what the daemon said last is still to be read with read_events().
+    bool flush();
+    [[nodiscard]] bool wants_write() const { return !outgoing_.empty(); }
+    [[nodiscard]] std::size_t pending_output_bytes() const { return outgoing_.size(); }
+    [[nodiscard]] bool output_full() const { return outgoing_.size() >= kOutgoingLimit; }
+    [[nodiscard]] int write_error() const { return write_error_; }
+
+    // Reads once from the socket (non-blocking) and returns the events it completed; empty
+    // when nothing new arrived. After a Closed or ProtocolViolation event, returns nothing.
+    // Throws ClientError on a read error other than a reset connection.
+    std::vector<Event> read_events();
+
+    // True once Closed or ProtocolViolation has been reported.
+    [[nodiscard]] bool finished() const { return finished_; }
+
+private:
+    enum class Mode { Idle, Session, Status };
+
+    void require_session(const char* what) const;
+    void queue_frame(protocol::FrameType type, std::string_view payload);
+    void send_start(const std::string& payload, int directory_fd);
+    void handle_frame(protocol::Frame& frame, std::vector<Event>& events);
+    void violation(std::string message, std::vector<Event>& events);
+
+    UniqueFd socket_;
+    Mode mode_ = Mode::Idle;
+    OutgoingQueue outgoing_;
+    int write_error_ = 0;
+    protocol::FrameDecoder decoder_;
+    std::vector<std::uint8_t> read_buffer_;
+    bool started_ = false;     // STARTED seen
+    bool replied_ = false;     // EXIT, ERROR or STATUS seen: nothing may follow
+    bool finished_ = false;
+};
+
+}  // namespace ptyvisor::client
