@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "client/default_socket.h"
+
 namespace ptyvisor::server {
 
 inline constexpr const char* kDefaultConfigPath = "/etc/ptyvisor/ptyvisord.toml";
@@ -32,7 +34,7 @@ struct Timeouts {
 
 struct Config {
     std::string user;  // the agent's account; required
-    std::string socket = "/run/ptyvisor/ptyvisor.sock";
+    std::string socket = client::kDefaultSocketPath;  // shared with the client
     std::string backend = "auto";  // auto | systemd | direct
     std::vector<std::string> allow_units;
     std::string unit_prefix = "ptyvisor";
