@@ -8,14 +8,21 @@
 #include "common/linux.h"
 
 namespace ptyvisor::protocol {
+namespace {
+
+// SCM_PIDFD (Linux 6.5), which Debian 12's headers do not define.
+constexpr int kScmPidfd = 0x04;
+
+}  // namespace
 
 Received receive_with_fds(int socket, std::span<std::uint8_t> buffer) {
     Received r;
     iovec iov{buffer.data(), buffer.size()};
     // Room for the largest SCM_RIGHTS message the kernel will build, plus one credentials
-    // message in case the socket has SO_PASSCRED set.
+    // message in case the socket has SO_PASSCRED set, plus one SCM_PIDFD in case it has
+    // SO_PASSPIDFD set.
     alignas(cmsghdr) std::uint8_t control[CMSG_SPACE(sizeof(int) * SCM_MAX_FD) +
-                                          CMSG_SPACE(sizeof(ucred))];
+                                          CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int))];
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -30,15 +37,22 @@ Received receive_with_fds(int socket, std::span<std::uint8_t> buffer) {
         r.error = errno;
         return r;
     }
-    // Take ownership of every installed descriptor before judging anything else.
+    // Take ownership of every installed descriptor before judging anything else. A pidfd
+    // that the kernel adds on its own (SO_PASSPIDFD) is not one the peer sent: it is closed
+    // here rather than leaked.
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        if (c->cmsg_level != SOL_SOCKET) continue;
+        if (c->cmsg_type != SCM_RIGHTS && c->cmsg_type != kScmPidfd) continue;
         if (c->cmsg_len < CMSG_LEN(0)) continue;
         const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (std::size_t i = 0; i < count; ++i) {
             int fd;
             std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            if (fd >= 0) r.fds.emplace_back(fd);
+            if (fd < 0) continue;
+            if (c->cmsg_type == SCM_RIGHTS)
+                r.fds.emplace_back(fd);
+            else
+                ::close(fd);
         }
     }
     r.control_truncated = (msg.msg_flags & MSG_CTRUNC) != 0;

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Writes the checked-in seed corpus of the fuzz targets: fuzz/corpus/<target>/<name>.
+
+Run it again after changing the protocol; the files it writes are committed. Each target gets
+a handful of small valid inputs (so that the fuzzer starts from the interesting shapes) and
+invalid ones (each decoder's refusal paths).
+"""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+START, STARTED, INPUT, OUTPUT, RESIZE, SIGNAL, STOP, EXIT, ERROR, STATUS_REQUEST, STATUS = range(1, 12)
+
+
+def frame(ftype, payload=b"", version=1, magic=b"PV", length=None):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    n = len(payload) if length is None else length
+    return magic + bytes([version, ftype]) + struct.pack(">I", n) + payload
+
+
+def js(obj):
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+start_ok = {"argv": ["bash", "-l"], "env": ["TERM=xterm", "HOME=/home/a"], "cwd_dev": 2049,
+            "cwd_ino": 131073, "term": "xterm-256color", "rows": 24, "cols": 80}
+started_ok = {"unit": "ptyvisor-0123456789abcdef0123456789abcdef.service", "pid": 4242}
+resize_ok = {"rows": 50, "cols": 132}
+signal_ok = {"signal": 2, "target": "foreground"}
+exit_ok = {"status": "exited", "code": 0, "unit_result": "success", "reason": "exited"}
+exit_sig = {"status": "signaled", "signal": 9, "core_dumped": False, "unit_result": "signal",
+            "reason": "stopped"}
+error_ok = {"code": "busy", "message": "no session slot is free"}
+
+payloads = {
+    "fuzz_start": {
+        "valid": js(start_ok),
+        "valid_minimal": js({"argv": ["sh"], "env": [], "cwd_dev": 0, "cwd_ino": 0,
+                             "rows": 1, "cols": 1}),
+        "valid_unicode": js({**start_ok, "argv": ["echo", "h\u00e9llo \u2603"], "future": 1}),
+        "empty_argv": js({**start_ok, "argv": []}),
+        "bad_env": js({**start_ok, "env": ["NOEQUALS"]}),
+        "nul_in_argv": b'{"argv":["a\\u0000b"],"env":[],"cwd_dev":1,"cwd_ino":1,"rows":1,"cols":1}',
+        "rows_zero": js({**start_ok, "rows": 0}),
+        "nested": js({**start_ok, "argv": [["x"]]}),
+        "not_object": b'["argv"]',
+        "truncated": js(start_ok)[:40],
+    },
+    "fuzz_started": {
+        "valid": js(started_ok),
+        "pid_zero": js({"unit": "u", "pid": 0}),
+        "pid_negative": js({"unit": "u", "pid": -1}),
+        "pid_huge": b'{"unit":"u","pid":18446744073709551615}',
+        "missing_unit": js({"pid": 1}),
+        "invalid": b'{"unit":"u",',
+    },
+    "fuzz_resize": {
+        "valid": js(resize_ok),
+        "max": js({"rows": 65535, "cols": 65535}),
+        "rows_over": js({"rows": 65536, "cols": 80}),
+        "float": b'{"rows":24.0,"cols":80}',
+        "string": js({"rows": "24", "cols": 80}),
+        "empty_object": b"{}",
+        "deep": b'{"rows":24,"cols":80,"x":[[[[1]]]]}',
+    },
+    "fuzz_signal": {
+        "valid": js(signal_ok),
+        "session": js({"signal": 15, "target": "session"}),
+        "default_target": js({"signal": 64}),
+        "zero": js({"signal": 0}),
+        "over": js({"signal": 65}),
+        "bad_target": js({"signal": 2, "target": "group"}),
+        "number_string": b'{"signal":"2"}',
+    },
+    "fuzz_exit": {
+        "exited": js(exit_ok),
+        "signaled": js(exit_sig),
+        "core": js({**exit_sig, "signal": 11, "core_dumped": True, "unit_result": "core-dump"}),
+        "unknown": js({"status": "unknown", "reason": "client_stalled", "unit_result": ""}),
+        "code_over": js({**exit_ok, "code": 256}),
+        "bad_reason": js({**exit_ok, "reason": "killed"}),
+        "missing_core": js({"status": "signaled", "signal": 9, "reason": "exited"}),
+    },
+    "fuzz_error": {
+        "valid": js(error_ok),
+        "unknown_code": js({"code": "from_the_future", "message": "m"}),
+        "escapes": b'{"code":"bad_frame","message":"\\u00e9\\ud83d\\ude00\\n"}',
+        "nul": b'{"code":"busy","message":"a\\u0000b"}',
+        "bad_utf8": b'{"code":"busy","message":"\xff\xfe"}',
+        "missing_message": js({"code": "busy"}),
+        "number": b"42",
+    },
+}
+
+session = (frame(START, js(start_ok)) + frame(INPUT, "ls\r") + frame(RESIZE, js(resize_ok)) +
+           frame(SIGNAL, js(signal_ok)) + frame(STOP))
+server = (frame(STARTED, js(started_ok)) + frame(OUTPUT, "hello\r\n") + frame(EXIT, js(exit_ok)))
+
+# fuzz_frame_decoder: two bytes choose the split plan, the rest is the stream.
+streams = {
+    "client_session_bytewise": b"\x00\x01" + session,
+    "client_session_whole": b"\x07\x00" + session,
+    "server_session_8": b"\x04\x10" + server,
+    "error_frame": b"\x06\x33" + frame(ERROR, js(error_ok)),
+    "status_request_and_reply": b"\x02\x02" + frame(STATUS_REQUEST) + frame(
+        STATUS, js({"version": "0.1.0", "backend": "direct", "sessions": []})),
+    "stop": b"\x05\x00" + frame(STOP),
+    "bad_magic": b"\x07\x00" + frame(STOP, magic=b"XV"),
+    "bad_version": b"\x07\x00" + frame(STOP, version=2),
+    "unknown_type": b"\x07\x00" + frame(12),
+    "too_big_input": b"\x07\x00" + frame(INPUT, length=64 * 1024 + 1),
+    "empty_input": b"\x07\x00" + frame(INPUT),
+    "truncated_start": b"\x03\x99" + frame(START, js(start_ok))[:30],
+    "good_then_bad": b"\x01\x42" + frame(INPUT, "x") + frame(STOP, length=1) + frame(STOP),
+}
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+for target, seeds in payloads.items():
+    for name, data in seeds.items():
+        write(target, name, data)
+for name, data in streams.items():
+    write("fuzz_frame_decoder", name, data)

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with the "fuzz" preset and runs each one.
+#
+#   fuzz/run.sh [SECONDS_PER_TARGET]     (default 20)
+#
+# Each target starts from a copy of its checked-in seed corpus (fuzz/corpus/<target>/) in a
+# temporary directory, so the repository is never modified. Prints the executions each target
+# reached. Exits non-zero if any target crashed, leaked, hit a sanitizer report or a timeout;
+# the crashing inputs are kept under $PTYVISOR_FUZZ_ARTIFACTS (default
+# /tmp/ptyvisor-fuzz-artifacts) and can be replayed with `build/fuzz/fuzz/<target> <file>`.
+#
+# Other knobs (environment): PTYVISOR_FUZZ_MAX_LEN (default 16384), PTYVISOR_FUZZ_TARGETS
+# (space-separated subset).
+set -euo pipefail
+
+seconds="${1:-20}"
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
+    echo "usage: $0 [SECONDS_PER_TARGET]" >&2
+    exit 2
+fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+all_targets=(fuzz_frame_decoder fuzz_start fuzz_resize fuzz_signal fuzz_exit fuzz_error fuzz_started)
+read -r -a targets <<< "${PTYVISOR_FUZZ_TARGETS:-${all_targets[*]}}"
+max_len="${PTYVISOR_FUZZ_MAX_LEN:-16384}"
+artifacts="${PTYVISOR_FUZZ_ARTIFACTS:-/tmp/ptyvisor-fuzz-artifacts}"
+
+cmake --preset fuzz
+# Only the fuzz targets: the rest of the tree is not needed to fuzz the protocol.
+cmake --build --preset fuzz --target "${targets[@]}"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/ptyvisor-fuzz.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
+
+failed=()
+summary=()
+for target in "${targets[@]}"; do
+    exe="build/fuzz/fuzz/$target"
+    corpus="$work/$target/corpus"
+    crashes="$work/$target/artifacts/"
+    mkdir -p "$corpus" "$crashes"
+    if [ -d "fuzz/corpus/$target" ]; then
+        cp -R "fuzz/corpus/$target/." "$corpus/"
+    fi
+    seeds="$(find "$corpus" -type f | wc -l)"
+    log="$work/$target/log"
+    echo "== $target: ${seconds}s from $seeds seeds"
+    rc=0
+    "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+        -print_final_stats=1 -artifact_prefix="$crashes" "$corpus" > "$log" 2>&1 || rc=$?
+    # libFuzzer ends a clean run with "Done N runs in S second(s)"; a crash has no such line,
+    # then the last status line ("#N ...") tells how far it got.
+    runs="$(grep -Eo 'Done [0-9]+ runs' "$log" | tail -n 1 | awk '{print $2}' || true)"
+    if [ -z "$runs" ]; then
+        runs="$(grep -Eo '^#[0-9]+' "$log" | tail -n 1 | tr -d '#' || true)"
+    fi
+    runs="${runs:-?}"
+    entries="$(find "$corpus" -type f | wc -l)"
+    if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$crashes")" ]; then
+        echo "!! $target FAILED (exit $rc) after $runs runs; log tail:"
+        tail -n 40 "$log" | sed 's/^/   /'
+        mkdir -p "$artifacts/$target"
+        cp -R "$crashes." "$artifacts/$target/" 2>/dev/null || true
+        echo "   crashing inputs copied to $artifacts/$target/"
+        failed+=("$target")
+        summary+=("$(printf '%-20s %12s runs  FAILED' "$target" "$runs")")
+    else
+        summary+=("$(printf '%-20s %12s runs  corpus %d -> %d' "$target" "$runs" "$seeds" "$entries")")
+    fi
+done
+
+echo
+echo "== summary (${seconds}s per target)"
+printf '%s\n' "${summary[@]}"
+if [ "${#failed[@]}" -ne 0 ]; then
+    echo "FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+echo "all targets ran clean"

@@ -1,0 +1,511 @@
+// Control payloads: every encoder's output decodes back to the same value, and every decoder
+// refuses hostile JSON (wrong types, missing members, out-of-range numbers, NUL bytes,
+// non-objects, deep nesting, invalid JSON, too many entries) without throwing.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "protocol/error_code.h"
+#include "protocol/frame.h"
+#include "protocol/payloads.h"
+
+namespace ptyvisor::protocol {
+namespace {
+
+// Every decoder applied to the same text must not throw; returns how many accepted it.
+int accepted_by_any(std::string_view text) {
+    int n = 0;
+    n += decode_start(text) ? 1 : 0;
+    n += decode_started(text) ? 1 : 0;
+    n += decode_resize(text) ? 1 : 0;
+    n += decode_signal(text) ? 1 : 0;
+    n += decode_exit(text) ? 1 : 0;
+    n += decode_error(text) ? 1 : 0;
+    return n;
+}
+
+StartRequest sample_start() {
+    StartRequest s;
+    s.argv = {"bash", "-c", "echo \"$HOME\" ü \x01 'x'"};
+    s.env = {"PATH=/usr/bin:/bin", "EMPTY=", "LANG=C.UTF-8", "A==b"};
+    s.cwd_dev = 0x803;
+    s.cwd_ino = 1234567;
+    s.term = "xterm-256color";
+    s.size = {50, 132};
+    return s;
+}
+
+const std::string kValidStart =
+    R"({"argv":["ls"],"env":["A=1"],"cwd_dev":1,"cwd_ino":2,"term":"xterm","rows":24,"cols":80})";
+
+// Replaces the first occurrence of `from` in `text` by `to` (the test data contains it once).
+std::string with(std::string text, std::string_view from, std::string_view to) {
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) text.replace(at, from.size(), to);
+    return text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trips
+
+TEST(PayloadRoundTrip, Start) {
+    const StartRequest s = sample_start();
+    const auto d = decode_start(encode(s));
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(*d.value, s);
+}
+
+TEST(PayloadRoundTrip, StartExtremes) {
+    StartRequest s;
+    s.argv = {"x"};
+    s.cwd_dev = std::numeric_limits<std::uint64_t>::max();
+    s.cwd_ino = std::numeric_limits<std::uint64_t>::max();
+    s.term = std::string(kMaxTermLength, 't');
+    s.size = {1, 1};
+    auto d = decode_start(encode(s));
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(*d.value, s);
+
+    s.cwd_dev = 0;
+    s.cwd_ino = 0;
+    s.term.clear();
+    s.size = {65535, 65535};
+    d = decode_start(encode(s));
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(*d.value, s);
+}
+
+TEST(PayloadRoundTrip, StartAtMaxArgcAndEnvc) {
+    StartRequest s;
+    s.argv.assign(kMaxArgc, "a");
+    s.env.assign(kMaxEnvc, "A=1");
+    const std::string text = encode(s);
+    EXPECT_LE(text.size(), kMaxPayloadSize);
+    const auto d = decode_start(text);
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(d.value->argv.size(), kMaxArgc);
+    EXPECT_EQ(d.value->env.size(), kMaxEnvc);
+}
+
+TEST(PayloadRoundTrip, Started) {
+    for (std::int64_t pid : {std::int64_t{0}, std::int64_t{1}, std::int64_t{4242},
+                             std::int64_t{std::numeric_limits<std::int32_t>::max()}}) {
+        const Started s{"ptyvisor-0123456789abcdef0123456789abcdef.service", pid};
+        const auto d = decode_started(encode(s));
+        ASSERT_TRUE(d) << d.error;
+        EXPECT_EQ(*d.value, s);
+    }
+}
+
+TEST(PayloadRoundTrip, Resize) {
+    for (const WindowSize w : {WindowSize{1, 1}, WindowSize{24, 80}, WindowSize{65535, 65535},
+                               WindowSize{1, 65535}}) {
+        const auto d = decode_resize(encode(w));
+        ASSERT_TRUE(d) << d.error;
+        EXPECT_EQ(*d.value, w);
+    }
+}
+
+TEST(PayloadRoundTrip, Signal) {
+    for (int sig : {1, 2, 9, 15, 28, 64})
+        for (auto target : {SignalTarget::Foreground, SignalTarget::Session}) {
+            const SignalRequest s{sig, target};
+            const auto d = decode_signal(encode(s));
+            ASSERT_TRUE(d) << d.error;
+            EXPECT_EQ(*d.value, s);
+        }
+}
+
+TEST(PayloadRoundTrip, ExitEveryKindAndReason) {
+    const std::vector<ExitReason> reasons = {
+        ExitReason::Exited,      ExitReason::Stopped,      ExitReason::Disconnected,
+        ExitReason::ClientStalled, ExitReason::DrainTimeout, ExitReason::Shutdown,
+        ExitReason::InputFailed, ExitReason::OutputFailed, ExitReason::Timeout,
+        ExitReason::BackendFailed};
+    for (auto reason : reasons) {
+        ExitStatus e;
+        e.reason = reason;
+        e.unit_result = "success";
+        e.kind = ExitStatus::Kind::Exited;
+        e.code = 0;
+        for (int code : {0, 1, 127, 255}) {
+            e.code = code;
+            const auto d = decode_exit(encode(e));
+            ASSERT_TRUE(d) << d.error;
+            EXPECT_EQ(*d.value, e);
+        }
+        e = ExitStatus{};
+        e.reason = reason;
+        e.kind = ExitStatus::Kind::Signaled;
+        e.unit_result = "core-dump";
+        for (int sig : {1, 9, 11, 64})
+            for (bool core : {false, true}) {
+                e.signal = sig;
+                e.core_dumped = core;
+                const auto d = decode_exit(encode(e));
+                ASSERT_TRUE(d) << d.error;
+                EXPECT_EQ(*d.value, e);
+            }
+        e = ExitStatus{};
+        e.reason = reason;
+        e.kind = ExitStatus::Kind::Unknown;
+        const auto d = decode_exit(encode(e));
+        ASSERT_TRUE(d) << d.error;
+        EXPECT_EQ(*d.value, e);
+    }
+}
+
+TEST(PayloadRoundTrip, ErrorEveryCode) {
+    for (int i = 0; i <= static_cast<int>(ErrorCode::ShuttingDown); ++i) {
+        const ErrorReply e{static_cast<ErrorCode>(i), "message with \"quotes\" and ü"};
+        const auto d = decode_error(encode(e));
+        ASSERT_TRUE(d) << d.error;
+        EXPECT_EQ(*d.value, e);
+    }
+}
+
+TEST(PayloadNames, ErrorCodesAreStable) {
+    const std::vector<std::pair<ErrorCode, std::string_view>> names = {
+        {ErrorCode::BadFrame, "bad_frame"},
+        {ErrorCode::UnsupportedVersion, "unsupported_version"},
+        {ErrorCode::TooBig, "too_big"},
+        {ErrorCode::UnexpectedFrame, "unexpected_frame"},
+        {ErrorCode::WrongFdCount, "wrong_fd_count"},
+        {ErrorCode::NotADirectory, "not_a_directory"},
+        {ErrorCode::CwdMismatch, "cwd_mismatch"},
+        {ErrorCode::NotAllowed, "not_allowed"},
+        {ErrorCode::Busy, "busy"},
+        {ErrorCode::RateLimited, "rate_limited"},
+        {ErrorCode::Overloaded, "overloaded"},
+        {ErrorCode::HandshakeTimeout, "handshake_timeout"},
+        {ErrorCode::StartFailed, "start_failed"},
+        {ErrorCode::Internal, "internal"},
+        {ErrorCode::ShuttingDown, "shutting_down"},
+    };
+    for (const auto& [code, name] : names) {
+        EXPECT_EQ(to_string(code), name);
+        EXPECT_EQ(error_code_from_string(name), code);
+    }
+    EXPECT_FALSE(error_code_from_string(""));
+    EXPECT_FALSE(error_code_from_string("BUSY"));
+}
+
+TEST(PayloadNames, ExitReasonsAreStable) {
+    const std::vector<std::pair<ExitReason, std::string_view>> names = {
+        {ExitReason::Exited, "exited"},
+        {ExitReason::Stopped, "stopped"},
+        {ExitReason::Disconnected, "disconnected"},
+        {ExitReason::ClientStalled, "client_stalled"},
+        {ExitReason::DrainTimeout, "drain_timeout"},
+        {ExitReason::Shutdown, "shutdown"},
+        {ExitReason::InputFailed, "input_failed"},
+        {ExitReason::OutputFailed, "output_failed"},
+        {ExitReason::Timeout, "timeout"},
+        {ExitReason::BackendFailed, "backend_failed"},
+    };
+    for (const auto& [reason, name] : names) {
+        EXPECT_EQ(to_string(reason), name);
+        EXPECT_EQ(exit_reason_from_string(name), reason);
+    }
+    EXPECT_FALSE(exit_reason_from_string("killed"));
+}
+
+TEST(PayloadExit, ShellStatus) {
+    ExitStatus e;
+    e.kind = ExitStatus::Kind::Exited;
+    e.code = 3;
+    EXPECT_EQ(e.shell_status(), 3);
+    e.kind = ExitStatus::Kind::Signaled;
+    e.signal = 9;
+    EXPECT_EQ(e.shell_status(), 137);
+    e.kind = ExitStatus::Kind::Unknown;
+    EXPECT_EQ(e.shell_status(), 255);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optional members, defaults and forward compatibility
+
+TEST(PayloadOptional, StartTermIsOptional) {
+    const auto d = decode_start(with(kValidStart, R"("term":"xterm",)", ""));
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(d.value->term, "");
+}
+
+TEST(PayloadOptional, SignalTargetDefaultsToForeground) {
+    const auto d = decode_signal(R"({"signal":2})");
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(d.value->signal, 2);
+    EXPECT_EQ(d.value->target, SignalTarget::Foreground);
+    const auto s = decode_signal(R"({"signal":15,"target":"session"})");
+    ASSERT_TRUE(s) << s.error;
+    EXPECT_EQ(s.value->target, SignalTarget::Session);
+}
+
+TEST(PayloadOptional, ExitUnitResultIsOptional) {
+    const auto d = decode_exit(R"({"status":"exited","code":7,"reason":"exited"})");
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(d.value->code, 7);
+    EXPECT_EQ(d.value->unit_result, "");
+}
+
+TEST(PayloadOptional, UnknownMembersAreIgnored) {
+    EXPECT_TRUE(decode_start(with(kValidStart, "{", R"({"future":{"x":1},)")));
+    EXPECT_TRUE(decode_started(R"({"unit":"u","pid":1,"new":[1,2]})"));
+    EXPECT_TRUE(decode_resize(R"({"rows":1,"cols":2,"xpixel":640})"));
+    EXPECT_TRUE(decode_signal(R"({"signal":2,"extra":null})"));
+    EXPECT_TRUE(decode_exit(R"({"status":"unknown","reason":"shutdown","note":"x"})"));
+    EXPECT_TRUE(decode_error(R"({"code":"busy","message":"m","retry_after":5})"));
+}
+
+TEST(PayloadOptional, UnknownErrorCodeReadsAsInternal) {
+    const auto d = decode_error(R"({"code":"from_the_future","message":"m"})");
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(d.value->code, ErrorCode::Internal);
+    EXPECT_EQ(d.value->message, "m");
+}
+
+TEST(PayloadOptional, MemberOrderDoesNotMatter) {
+    const auto d = decode_resize(R"({"cols":80,"rows":24})");
+    ASSERT_TRUE(d);
+    EXPECT_EQ(*d.value, (WindowSize{24, 80}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wrong types
+
+TEST(PayloadReject, WrongTypes) {
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["ls"])", R"("ls")")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["ls"])", R"([1])")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["ls"])", R"([null])")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["A=1"])", R"({"A":"1"})")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("cwd_dev":1)", R"("cwd_dev":"1")")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("cwd_dev":1)", R"("cwd_dev":1.0)")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("cwd_ino":2)", R"("cwd_ino":-2)")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("term":"xterm")", R"("term":7)")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("rows":24)", R"("rows":"24")")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("cols":80)", R"("cols":true)")));
+    EXPECT_FALSE(decode_started(R"({"unit":5,"pid":1})"));
+    EXPECT_FALSE(decode_started(R"({"unit":"u","pid":"1"})"));
+    EXPECT_FALSE(decode_started(R"({"unit":"u","pid":1.5})"));
+    EXPECT_FALSE(decode_resize(R"({"rows":24.0,"cols":80})"));
+    EXPECT_FALSE(decode_resize(R"({"rows":[24],"cols":80})"));
+    EXPECT_FALSE(decode_signal(R"({"signal":"2"})"));
+    EXPECT_FALSE(decode_signal(R"({"signal":2,"target":1})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"exited","code":"0","reason":"exited"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":1,"code":0,"reason":"exited"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"exited","code":0,"reason":"exited","unit_result":0})"));
+    EXPECT_FALSE(
+        decode_exit(R"({"status":"signaled","signal":9,"core_dumped":1,"reason":"exited"})"));
+    EXPECT_FALSE(decode_error(R"({"code":1,"message":"m"})"));
+    EXPECT_FALSE(decode_error(R"({"code":"busy","message":null})"));
+}
+
+TEST(PayloadReject, UnknownEnumStrings) {
+    EXPECT_FALSE(decode_signal(R"({"signal":2,"target":"group"})"));
+    EXPECT_FALSE(decode_signal(R"({"signal":2,"target":"Foreground"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"crashed","reason":"exited"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"unknown","reason":"killed"})"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Missing members
+
+TEST(PayloadReject, MissingMembersOfStart) {
+    ASSERT_TRUE(decode_start(kValidStart));
+    for (std::string_view member : {R"("argv":["ls"],)", R"("env":["A=1"],)", R"("cwd_dev":1,)",
+                                    R"("cwd_ino":2,)", R"(,"rows":24)", R"(,"cols":80)"}) {
+        const auto d = decode_start(with(kValidStart, member, ""));
+        EXPECT_FALSE(d) << "without " << member;
+        EXPECT_FALSE(d.error.empty());
+    }
+}
+
+TEST(PayloadReject, MissingMembersOfOthers) {
+    EXPECT_FALSE(decode_started(R"({"pid":1})"));
+    EXPECT_FALSE(decode_started(R"({"unit":"u"})"));
+    EXPECT_FALSE(decode_resize(R"({"rows":24})"));
+    EXPECT_FALSE(decode_resize(R"({"cols":80})"));
+    EXPECT_FALSE(decode_resize("{}"));
+    EXPECT_FALSE(decode_signal(R"({"target":"session"})"));
+    EXPECT_FALSE(decode_exit(R"({"code":0,"reason":"exited"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"exited","code":0})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"exited","reason":"exited"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"signaled","core_dumped":false,"reason":"exited"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"signaled","signal":9,"reason":"exited"})"));
+    EXPECT_FALSE(decode_error(R"({"message":"m"})"));
+    EXPECT_FALSE(decode_error(R"({"code":"busy"})"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranges
+
+TEST(PayloadReject, WindowRanges) {
+    EXPECT_FALSE(decode_resize(R"({"rows":0,"cols":80})"));
+    EXPECT_FALSE(decode_resize(R"({"rows":65536,"cols":80})"));
+    EXPECT_FALSE(decode_resize(R"({"rows":24,"cols":0})"));
+    EXPECT_FALSE(decode_resize(R"({"rows":24,"cols":65536})"));
+    EXPECT_FALSE(decode_resize(R"({"rows":-1,"cols":80})"));
+    EXPECT_FALSE(decode_resize(R"({"rows":18446744073709551615,"cols":80})"));
+    EXPECT_FALSE(decode_resize(R"({"rows":1e3,"cols":80})"));
+    EXPECT_TRUE(decode_resize(R"({"rows":65535,"cols":1})"));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("rows":24)", R"("rows":0)")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("rows":24)", R"("rows":65536)")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("cols":80)", R"("cols":65536)")));
+}
+
+TEST(PayloadReject, SignalRanges) {
+    EXPECT_FALSE(decode_signal(R"({"signal":0})"));
+    EXPECT_FALSE(decode_signal(R"({"signal":65})"));
+    EXPECT_FALSE(decode_signal(R"({"signal":-9})"));
+    EXPECT_FALSE(decode_signal(R"({"signal":18446744073709551615})"));
+    EXPECT_FALSE(decode_signal(R"({"signal":4294967298})"));  // 2 modulo 2^32
+    EXPECT_TRUE(decode_signal(R"({"signal":1})"));
+    EXPECT_TRUE(decode_signal(R"({"signal":64})"));
+}
+
+TEST(PayloadReject, ExitRanges) {
+    EXPECT_FALSE(decode_exit(R"({"status":"exited","code":256,"reason":"exited"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"exited","code":-1,"reason":"exited"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"exited","code":4294967296,"reason":"exited"})"));
+    EXPECT_TRUE(decode_exit(R"({"status":"exited","code":255,"reason":"exited"})"));
+    EXPECT_FALSE(
+        decode_exit(R"({"status":"signaled","signal":0,"core_dumped":false,"reason":"exited"})"));
+    EXPECT_FALSE(
+        decode_exit(R"({"status":"signaled","signal":65,"core_dumped":false,"reason":"exited"})"));
+}
+
+TEST(PayloadReject, StartedRanges) {
+    EXPECT_FALSE(decode_started(R"({"unit":"u","pid":-1})"));
+    EXPECT_FALSE(decode_started(R"({"unit":"u","pid":2147483648})"));
+    EXPECT_FALSE(decode_started(R"({"unit":"u","pid":18446744073709551615})"));
+    EXPECT_FALSE(decode_started(R"({"unit":")" + std::string(257, 'u') + R"(","pid":1})"));
+    EXPECT_TRUE(decode_started(R"({"unit":")" + std::string(256, 'u') + R"(","pid":1})"));
+}
+
+TEST(PayloadReject, StartLengthsAndCounts) {
+    StartRequest s = sample_start();
+    s.argv.assign(kMaxArgc + 1, "a");
+    EXPECT_FALSE(decode_start(encode(s)));
+    s = sample_start();
+    s.env.assign(kMaxEnvc + 1, "A=1");
+    EXPECT_FALSE(decode_start(encode(s)));
+    s = sample_start();
+    s.term = std::string(kMaxTermLength + 1, 't');
+    EXPECT_FALSE(decode_start(encode(s)));
+}
+
+TEST(PayloadReject, StartSemantics) {
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["ls"])", "[]")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["ls"])", R"([""])")));
+    EXPECT_TRUE(decode_start(with(kValidStart, R"(["ls"])", R"(["ls",""])")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["A=1"])", R"(["NOEQUALS"])")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["A=1"])", R"(["=x"])")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["A=1"])", R"([""])")));
+    EXPECT_TRUE(decode_start(with(kValidStart, R"(["A=1"])", "[]")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// NUL bytes, non-objects, depth, invalid JSON
+
+TEST(PayloadReject, NulBytesInStrings) {
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["ls"])", R"(["l\u0000s"])")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["ls"])", R"(["ls","a\u0000"])")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"(["A=1"])", R"(["A=\u0000"])")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("xterm")", R"("xt\u0000erm")")));
+    EXPECT_FALSE(decode_started(R"({"unit":"u\u0000.service","pid":1})"));
+    EXPECT_FALSE(decode_signal(R"({"signal":2,"target":"session\u0000"})"));
+    EXPECT_FALSE(decode_exit(R"({"status":"unknown","reason":"exited","unit_result":"\u0000"})"));
+    EXPECT_FALSE(decode_error(R"({"code":"busy","message":"a\u0000b"})"));
+    // A raw NUL is not even valid JSON.
+    EXPECT_FALSE(decode_error(std::string("{\"code\":\"busy\",\"message\":\"a\0b\"}", 30)));
+}
+
+TEST(PayloadReject, NonObjects) {
+    for (std::string_view text : {"[]", "[{}]", "1", "-1", "\"x\"", "null", "true", "false"}) {
+        EXPECT_EQ(accepted_by_any(text), 0) << text;
+        EXPECT_EQ(decode_resize(text).error, "payload is not a JSON object") << text;
+    }
+}
+
+TEST(PayloadReject, NestingTooDeep) {
+    // Control payloads are flat: an object of scalars and arrays of strings.
+    const auto d = decode_start(with(kValidStart, R"(["ls"])", R"([["ls"]])"));
+    EXPECT_FALSE(d);
+    EXPECT_EQ(d.error, "payload nests too deeply");
+    EXPECT_EQ(decode_resize(R"({"rows":24,"cols":80,"x":{"y":{"z":1}}})").error,
+              "payload nests too deeply");
+    // Deep enough to overflow a recursive parser's stack.
+    const std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+    for (auto* decode : {+[](std::string_view t) { return bool(decode_start(t)); },
+                         +[](std::string_view t) { return bool(decode_resize(t)); },
+                         +[](std::string_view t) { return bool(decode_error(t)); }})
+        EXPECT_FALSE(decode(deep));
+    EXPECT_EQ(decode_signal(deep).error, "payload nests too deeply");
+    const std::string deep_objects = [] {
+        std::string s;
+        for (int i = 0; i < 50000; ++i) s += "{\"a\":";
+        s += "1";
+        s += std::string(50000, '}');
+        return s;
+    }();
+    EXPECT_EQ(accepted_by_any(deep_objects), 0);
+}
+
+TEST(PayloadReject, InvalidJson) {
+    for (std::string_view text :
+         {"", " ", "{", "}", "{\"rows\":24,\"cols\":80,}", "{\"rows\":24 \"cols\":80}",
+          "{rows:24,cols:80}", "{'rows':24,'cols':80}", "{\"rows\":24,\"cols\":80} x",
+          "{\"rows\":24,\"cols\":80}{}", "{\"rows\":0x18,\"cols\":80}",
+          "{\"rows\":24,\"cols\":80,\"s\":\"\xff\xfe\"}", "{\"rows\":NaN,\"cols\":80}",
+          "{\"rows\":24,\"cols\":80 /* c */}"}) {
+        EXPECT_EQ(accepted_by_any(text), 0) << text;
+        const auto d = decode_resize(text);
+        EXPECT_FALSE(d.error.empty()) << text;
+    }
+    EXPECT_EQ(decode_resize("{\"rows\":24,").error, "payload is not valid JSON");
+}
+
+TEST(PayloadReject, DuplicateMembersDoNotCrash) {
+    // The last value of a duplicate member wins; the range check applies to it.
+    const auto d = decode_resize(R"({"rows":0,"rows":24,"cols":80})");
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(d.value->rows, 24);
+    EXPECT_FALSE(decode_resize(R"({"rows":24,"rows":0,"cols":80})"));
+}
+
+TEST(PayloadReject, ValidJsonOfTheWrongPayloadIsRefused) {
+    // Each payload, fed to every other decoder, is refused. The one exception: START carries
+    // rows and cols, so it also reads as a RESIZE (bit 2).
+    const std::vector<std::pair<std::string, unsigned>> texts = {
+        {encode(sample_start()), 0b000101u},
+        {encode(Started{"u", 1}), 0b000010u},
+        {encode(WindowSize{}), 0b000100u},
+        {encode(SignalRequest{2, SignalTarget::Session}), 0b001000u},
+        {encode(ExitStatus{}), 0b010000u},
+        {encode(ErrorReply{ErrorCode::Busy, "m"}), 0b100000u},
+    };
+    for (const auto& [text, expected] : texts) {
+        const bool ok[6] = {bool(decode_start(text)),  bool(decode_started(text)),
+                            bool(decode_resize(text)), bool(decode_signal(text)),
+                            bool(decode_exit(text)),   bool(decode_error(text))};
+        for (unsigned i = 0; i < 6; ++i)
+            EXPECT_EQ(ok[i], ((expected >> i) & 1u) != 0) << text << " decoder " << i;
+    }
+}
+
+TEST(PayloadEncode, InvalidUtf8IsReplacedNotThrown) {
+    const ErrorReply e{ErrorCode::BadFrame, "bad byte \xff here"};
+    std::string text;
+    ASSERT_NO_THROW(text = encode(e));
+    const auto d = decode_error(text);
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(d.value->code, ErrorCode::BadFrame);
+    EXPECT_NE(d.value->message.find("here"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptyvisor::protocol
