@@ -1,0 +1,69 @@
+// MainPidTracker: the MainPID of each allowed unit (e.g. opencode.service), kept current
+// without a bus round trip per connection.
+//
+// For each unit a PropertiesChanged match on its object path is installed first, then the
+// MainPID is read (synchronously at construction; start-up only). Every later
+// PropertiesChanged on that path triggers an asynchronous re-read; only the reply to the
+// latest request is applied, and systemd answers in order, so the cache never goes back to
+// an older value even if signals queued up behind the first read.
+//
+// Each cached MainPID is pinned with a pidfd, opened when the value is learnt and accepted
+// only if that process sits in the unit's cgroup and is still alive afterwards. A peer
+// matches when its pidfd and the cached pidfd are both alive and name the same PID: two live
+// processes cannot share a PID, so a recycled PID can never pass.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/systemd/bus_connection.h"
+#include "common/unique_fd.h"
+
+namespace ptyvisor::backends::systemd {
+
+class MainPidTracker final : private ConnectionListener {
+public:
+    MainPidTracker(std::shared_ptr<BusConnection> conn, std::vector<std::string> units);
+    ~MainPidTracker();
+    MainPidTracker(const MainPidTracker&) = delete;
+    MainPidTracker& operator=(const MainPidTracker&) = delete;
+
+    // Installs the matches and reads every MainPID synchronously. Start-up only.
+    bool load(std::string& why);
+
+    // Whether the process `pid` (already resolved from the peer's pidfd) is the live MainPID
+    // of an allowed unit. `peer_pidfd` (or -1) is re-checked for liveness after the compare.
+    [[nodiscard]] bool is_main_pid(pid_t pid, int peer_pidfd) const;
+
+    // The cached MainPID of `unit` (0 when none), for logs and tests.
+    [[nodiscard]] pid_t main_pid(const std::string& unit) const;
+
+private:
+    struct Entry {
+        MainPidTracker* owner = nullptr;
+        std::string unit;
+        std::string path;
+        SlotPtr match;
+        SlotPtr call;
+        pid_t pid = 0;
+        UniqueFd pidfd;
+    };
+
+    void add_match(Entry& e);
+    void request(Entry& e);
+    void apply(Entry& e, pid_t pid);
+
+    void bus_lost() override;
+    void bus_ready(bool new_bus) override;
+
+    static int on_properties_changed(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static int on_main_pid(sd_bus_message* m, void* userdata, sd_bus_error* error);
+
+    std::shared_ptr<BusConnection> conn_;
+    std::vector<std::unique_ptr<Entry>> entries_;
+};
+
+}  // namespace ptyvisor::backends::systemd

@@ -1,0 +1,642 @@
+#include "backends/systemd/systemd_session.h"
+
+#include <sys/epoll.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+
+#include "backends/systemd/session_units.h"
+#include "common/linux.h"
+
+namespace ptyvisor::backends::systemd {
+namespace {
+
+bool ended_state(std::string_view s) { return s == "inactive" || s == "failed"; }
+
+// Reads the a{sv} of Properties.GetAll(org.freedesktop.systemd1.Service).
+int read_service_state(sd_bus_message* m, ServiceState& out) {
+    int r = sd_bus_message_enter_container(m, 'a', "{sv}");
+    if (r < 0) return r;
+    while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+        const char* name = nullptr;
+        if ((r = sd_bus_message_read(m, "s", &name)) < 0) return r;
+        const std::string_view n(name);
+        if (n == "MainPID") r = sd_bus_message_read(m, "v", "u", &out.main_pid);
+        else if (n == "ExecMainPID") r = sd_bus_message_read(m, "v", "u", &out.exec_main_pid);
+        else if (n == "ExecMainCode") r = sd_bus_message_read(m, "v", "i", &out.exec_main_code);
+        else if (n == "ExecMainStatus") r = sd_bus_message_read(m, "v", "i", &out.exec_main_status);
+        else if (n == "Result") {
+            const char* s = nullptr;
+            r = sd_bus_message_read(m, "v", "s", &s);
+            if (r >= 0 && s) out.result = s;
+        } else {
+            r = sd_bus_message_skip(m, "v");
+        }
+        if (r < 0) return r;
+        if ((r = sd_bus_message_exit_container(m)) < 0) return r;
+    }
+    if (r < 0) return r;
+    return sd_bus_message_exit_container(m);
+}
+
+// systemd's own exit statuses for a failure before or at execve() (EXIT_CHDIR .. EXIT_*).
+bool is_exec_failure_status(int status) { return status >= 200 && status <= 243; }
+
+std::string exec_status_name(int status) {
+    switch (status) {
+        case 200: return "200/CHDIR: changing to the working directory failed";
+        case 203: return "203/EXEC: executing the command failed";
+        case 204: return "204/MEMORY: out of memory";
+        case 205: return "205/LIMITS: setting resource limits failed";
+        case 208: return "208/SIGNAL_MASK";
+        case 209: return "209/STDIN: setting up standard input failed";
+        case 210: return "210/STDOUT: setting up standard output failed";
+        case 216: return "216/GROUP: setting the group failed";
+        case 217: return "217/USER: setting the user failed";
+        case 218: return "218/CAPABILITIES";
+        case 226: return "226/NAMESPACE: setting up the mount namespace failed";
+        case 227: return "227/NO_NEW_PRIVILEGES";
+        case 228: return "228/SECCOMP";
+        default: return std::to_string(status);
+    }
+}
+
+}  // namespace
+
+bool ran_and_exited(const ServiceState& state) {
+    if (state.exec_main_pid == 0 || state.exec_main_code == 0) return false;
+    return !(state.exec_main_code == CLD_EXITED && is_exec_failure_status(state.exec_main_status));
+}
+
+protocol::ExitStatus exit_status_from(const ServiceState& state) {
+    protocol::ExitStatus s;
+    s.unit_result = state.result;
+    switch (state.exec_main_code) {
+        case CLD_EXITED:
+            s.kind = protocol::ExitStatus::Kind::Exited;
+            s.code = state.exec_main_status;
+            break;
+        case CLD_KILLED:
+            s.kind = protocol::ExitStatus::Kind::Signaled;
+            s.signal = state.exec_main_status;
+            break;
+        case CLD_DUMPED:
+            s.kind = protocol::ExitStatus::Kind::Signaled;
+            s.signal = state.exec_main_status;
+            s.core_dumped = true;
+            break;
+        default:
+            s.kind = protocol::ExitStatus::Kind::Unknown;
+            break;
+    }
+    s.reason = state.result == "timeout" ? protocol::ExitReason::Timeout : protocol::ExitReason::Exited;
+    return s;
+}
+
+std::string start_failure_message(const std::string& job_result, const ServiceState& state) {
+    std::string msg = "unit failed to start: " + (job_result.empty() ? std::string("failed") : job_result);
+    if (state.exec_main_code == CLD_EXITED && state.exec_main_status != 0)
+        msg += " (exec status " + exec_status_name(state.exec_main_status) + ")";
+    else if (!state.result.empty() && state.result != "success")
+        msg += " (result " + state.result + ")";
+    return msg;
+}
+
+SystemdSession::SystemdSession(std::shared_ptr<BusConnection> conn, std::string unit,
+                               SessionEvents events)
+    : conn_(std::move(conn)), unit_(std::move(unit)), path_(unit_object_path(unit_)),
+      events_(std::move(events)) {
+    conn_->add_listener(this);
+}
+
+SystemdSession::~SystemdSession() {
+    *alive_ = false;
+    conn_->remove_listener(this);
+    if (ref_held_) {
+        // Let systemd collect the unit once it is inactive. Sent after StartTransientUnit on
+        // the same connection, so it is processed after it even if the start is in flight.
+        std::string why;
+        if (MessagePtr m = conn_->manager_call("UnrefUnit", why)) {
+            if (sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0) conn_->fire_and_forget(m.get());
+        }
+    }
+}
+
+bool SystemdSession::add_matches() {
+    return conn_->add_match(props_match_,
+                            std::string("type='signal',sender='") + kSystemdService + "',path='" +
+                                path_ + "',interface='" + kPropertiesInterface +
+                                "',member='PropertiesChanged'",
+                            &SystemdSession::on_properties_changed, this) >= 0;
+}
+
+bool SystemdSession::begin(const TransientService& service, std::string& why) {
+    if (path_.empty()) {
+        why = "invalid unit name: " + unit_;
+        return false;
+    }
+    // The matches go out first: the bus processes our messages in order, so they are in
+    // force before systemd sees StartTransientUnit and can emit anything about the unit.
+    if (!add_matches()) {
+        why = "cannot watch unit " + unit_ + " on the bus";
+        return false;
+    }
+    MessagePtr m = build_start_transient_unit(conn_->bus(), service, why);
+    if (!m) return false;
+    const int r = conn_->call_async(start_call_, m.get(), &SystemdSession::on_start_reply, this);
+    if (r < 0) {
+        why = "cannot send StartTransientUnit: " + describe_errno(r);
+        return false;
+    }
+    return true;
+}
+
+int SystemdSession::on_start_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    if (self->phase_ != Phase::Starting) return 0;
+    if (sd_bus_message_is_method_error(m, nullptr)) {
+        const sd_bus_error* e = sd_bus_message_get_error(m);
+        if (is_transport_error(e)) {
+            // systemd went away with our request; whether the unit exists is learnt by resync
+            // when it is back (bus_ready), or now if it still answers.
+            self->resync();
+            return 0;
+        }
+        self->ref_held_ = false;  // the unit was not created, so we hold no reference
+        self->unit_gone_ = true;
+        self->report_start_failed(std::string("cannot start unit: ") +
+                                  (e && e->message ? e->message : "unknown error"));
+        return 0;
+    }
+    const char* job = nullptr;
+    if (sd_bus_message_read(m, "o", &job) < 0 || !job) {
+        self->resync();
+        return 0;
+    }
+    self->start_replied_ = true;
+    self->job_path_ = job;
+    auto early = std::move(self->early_jobs_);
+    self->early_jobs_.clear();
+    for (const auto& [path, result] : early)
+        if (path == self->job_path_) {
+            self->job_finished(result);
+            return 0;
+        }
+    return 0;
+}
+
+void SystemdSession::job_removed(const std::string& job, const std::string& unit,
+                                 const std::string& result) {
+    if (phase_ != Phase::Starting || unit != unit_) return;
+    if (!start_replied_) {
+        // JobRemoved can overtake the reply to StartTransientUnit: keep it for the reply.
+        early_jobs_.emplace_back(job, result);
+        return;
+    }
+    if (job_path_.empty() || job_path_ == job) job_finished(result);
+}
+
+void SystemdSession::job_finished(const std::string& result) {
+    if (result == "done")
+        read_service(Read::Started);
+    else
+        read_service(Read::StartFailed, result);
+}
+
+void SystemdSession::read_service(Read purpose, std::string job_result) {
+    sd_bus_message* raw = nullptr;
+    int r = conn_->bus() ? sd_bus_message_new_method_call(conn_->bus(), &raw, kSystemdService,
+                                                          path_.c_str(), kPropertiesInterface, "GetAll")
+                         : -ENOTCONN;
+    MessagePtr m(raw);
+    if (r >= 0) r = sd_bus_message_append(m.get(), "s", kServiceInterface);
+    read_purpose_ = purpose;
+    read_job_result_ = std::move(job_result);
+    if (r >= 0) r = conn_->call_async(read_call_, m.get(), &SystemdSession::on_service_read, this);
+    // On failure the bus is gone; resync re-reads once it is back.
+    (void)r;
+}
+
+int SystemdSession::on_service_read(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    const Read purpose = self->read_purpose_;
+    const std::string job_result = self->read_job_result_;
+    if (sd_bus_message_is_method_error(m, nullptr)) {
+        const sd_bus_error* e = sd_bus_message_get_error(m);
+        if (is_transport_error(e)) return 0;  // resync follows bus_ready
+        // The unit is not readable: we can no longer tell how it ended.
+        self->unit_vanished();
+        return 0;
+    }
+    ServiceState state;
+    if (read_service_state(m, state) < 0) {
+        self->unit_vanished();
+        return 0;
+    }
+    self->service_read(purpose, job_result, state);
+    return 0;
+}
+
+void SystemdSession::service_read(Read purpose, const std::string& job_result,
+                                  const ServiceState& state) {
+    switch (purpose) {
+        case Read::Started: {
+            if (phase_ != Phase::Starting) return;
+            const auto guard = alive_;
+            mark_started(state);
+            if (!*guard) return;
+            // ActiveState signals seen so far may predate the start (a new unit is
+            // "inactive"); read it now. Replies and signals arrive in order, so every signal
+            // after this reply is newer than it.
+            read_active_state();
+            return;
+        }
+        case Read::Resync:
+            if (phase_ != Phase::Starting) return;
+            if (state.exec_main_pid != 0) {
+                service_read(Read::Started, job_result, state);
+                return;
+            }
+            [[fallthrough]];
+        case Read::StartFailed: {
+            if (phase_ != Phase::Starting) return;
+            if (ran_and_exited(state)) {
+                // Type=exec: when the command exits at once, systemd may handle its SIGCHLD
+                // before the exec notification and fail the start job although the command
+                // ran. It did run: report a start and its exit, not a start failure.
+                const auto guard = alive_;
+                mark_started(state);
+                if (!*guard) return;
+                service_read(Read::Exit, job_result, state);
+                return;
+            }
+            std::string why = start_failure_message(job_result, state);
+            release_ref();
+            report_start_failed(std::move(why));
+            return;
+        }
+        case Read::Exit: {
+            if (phase_ != Phase::Running) return;
+            const protocol::ExitStatus status = exit_status_from(state);
+            release_ref();
+            report_exited(status);
+            return;
+        }
+    }
+}
+
+void SystemdSession::mark_started(const ServiceState& state) {
+    const pid_t pid = static_cast<pid_t>(state.main_pid != 0 ? state.main_pid : state.exec_main_pid);
+    main_pid_ = pid;
+    phase_ = Phase::Running;
+    if (pid > 0) {
+        UniqueFd fd(pidfd_open(pid));
+        // MainPID may already have exited and, in theory, its number been reused: accept the
+        // pidfd only if the process it names is in our unit's cgroup and still alive after we
+        // looked.
+        if (fd) {
+            const auto cg = read_cgroup(pid);
+            if (!cg || cgroup_leaf(*cg) != unit_ || !pidfd_alive(fd.get())) fd.reset();
+        }
+        if (fd) {
+            sd_event_source* s = nullptr;
+            if (sd_event_add_io(conn_->event(), &s, fd.get(), EPOLLIN, &SystemdSession::on_main_pidfd,
+                                this) >= 0) {
+                main_pidfd_source_.reset(s);
+                main_pidfd_ = std::move(fd);
+            }
+        }
+    }
+    if (!main_pidfd_) main_gone_ = true;
+    if (events_.on_started) events_.on_started(pid);
+}
+
+int SystemdSession::on_main_pidfd(sd_event_source*, int, uint32_t, void* userdata) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    self->main_process_gone();
+    return 0;
+}
+
+void SystemdSession::main_process_gone() {
+    main_gone_ = true;
+    main_pidfd_source_.reset();
+    check_stop_done();
+}
+
+int SystemdSession::on_properties_changed(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    const char* iface = nullptr;
+    if (sd_bus_message_read(m, "s", &iface) < 0 || std::string_view(iface) != kUnitInterface) return 0;
+    std::string active_state;
+    bool invalidated = false;
+    int r = sd_bus_message_enter_container(m, 'a', "{sv}");
+    if (r < 0) return 0;
+    while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+        const char* name = nullptr;
+        if (sd_bus_message_read(m, "s", &name) < 0) return 0;
+        if (std::string_view(name) == "ActiveState") {
+            const char* s = nullptr;
+            if (sd_bus_message_read(m, "v", "s", &s) < 0) return 0;
+            active_state = s ? s : "";
+        } else if (sd_bus_message_skip(m, "v") < 0) {
+            return 0;
+        }
+        if (sd_bus_message_exit_container(m) < 0) return 0;
+    }
+    if (r < 0 || sd_bus_message_exit_container(m) < 0) return 0;
+    char** names = nullptr;
+    if (sd_bus_message_read_strv(m, &names) >= 0 && names) {
+        for (char** n = names; *n; ++n) {
+            if (std::string_view(*n) == "ActiveState") invalidated = true;
+            std::free(*n);
+        }
+        std::free(static_cast<void*>(names));
+    }
+    if (invalidated && active_state.empty()) {
+        self->resync();
+        return 0;
+    }
+    // While starting, ActiveState is not trusted: the read after the start decides.
+    if (ended_state(active_state) && self->phase_ == Phase::Running) {
+        self->unit_ended_ = true;
+        self->read_service(Read::Exit);
+    }
+    return 0;
+}
+
+void SystemdSession::release_ref() {
+    if (!ref_held_) {
+        check_gone();
+        return;
+    }
+    ref_held_ = false;
+    std::string why;
+    MessagePtr m = conn_->manager_call("UnrefUnit", why);
+    if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
+        conn_->call_async(unref_call_, m.get(), &SystemdSession::on_unref_reply, this);
+}
+
+int SystemdSession::on_unref_reply(sd_bus_message*, void* userdata, sd_bus_error*) {
+    static_cast<SystemdSession*>(userdata)->check_gone();
+    return 0;
+}
+
+void SystemdSession::check_gone() {
+    if (unit_gone_) {
+        check_stop_done();
+        return;
+    }
+    // Either GetUnit says NoSuchUnit, or the unit still exists and UnitRemoved follows: the
+    // signal cannot overtake the reply, since systemd answers us in order.
+    std::string why;
+    MessagePtr m = conn_->manager_call("GetUnit", why);
+    if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
+        conn_->call_async(get_unit_call_, m.get(), &SystemdSession::on_get_unit_reply, this);
+}
+
+int SystemdSession::on_get_unit_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    if (sd_bus_message_is_method_error(m, "org.freedesktop.systemd1.NoSuchUnit")) {
+        if (self->phase_ == Phase::Starting || self->phase_ == Phase::Running) {
+            self->unit_vanished();
+            return 0;
+        }
+        self->unit_gone_ = true;
+        self->check_stop_done();
+    }
+    return 0;
+}
+
+void SystemdSession::unit_removed(const std::string& unit) {
+    if (unit != unit_ || unit_gone_) return;
+    if (phase_ == Phase::Starting && !start_replied_) {
+        // A failed StartTransientUnit may create and drop the unit; its reply says why.
+        unit_gone_ = true;
+        return;
+    }
+    // Confirm: an exiting manager (daemon-reexec) announces every unit as removed, and the
+    // new one brings them back. GetUnit is answered after the signal, by whoever is PID 1 by
+    // then; a transport error waits for bus_ready's resync.
+    std::string why;
+    MessagePtr m = conn_->manager_call("GetUnit", why);
+    if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
+        conn_->call_async(get_unit_call_, m.get(), &SystemdSession::on_get_unit_reply, this);
+}
+
+void SystemdSession::unit_vanished() {
+    unit_gone_ = true;
+    ref_held_ = false;
+    const auto guard = alive_;
+    if (phase_ == Phase::Starting) {
+        report_start_failed("unit " + unit_ + " vanished before it started");
+    } else if (phase_ == Phase::Running) {
+        protocol::ExitStatus lost;
+        lost.kind = protocol::ExitStatus::Kind::Unknown;
+        lost.reason = protocol::ExitReason::BackendFailed;
+        report_exited(lost);
+    }
+    if (!*guard) return;
+    check_stop_done();
+}
+
+void SystemdSession::report_start_failed(std::string why) {
+    phase_ = Phase::StartFailed;
+    const auto guard = alive_;
+    if (events_.on_start_failed) events_.on_start_failed(std::move(why));
+    if (!*guard) return;
+    check_stop_done();
+}
+
+void SystemdSession::report_exited(protocol::ExitStatus status) {
+    phase_ = Phase::Ended;
+    const auto guard = alive_;
+    if (events_.on_exited) events_.on_exited(std::move(status));
+    if (!*guard) return;
+    check_stop_done();
+}
+
+int SystemdSession::signal_all(int sig) {
+    if (unit_gone_) return ESRCH;
+    std::string why;
+    MessagePtr m = conn_->manager_call("KillUnit", why);
+    if (!m) return ENOTCONN;
+    int r = sd_bus_message_append(m.get(), "ssi", unit_.c_str(), "all", sig);
+    if (r >= 0) r = conn_->fire_and_forget(m.get());
+    return r < 0 ? -r : 0;
+}
+
+void SystemdSession::stop(Clock::time_point deadline,
+                          std::function<void(bool ok, std::string why)> done) {
+    // A second stop() while one is in flight waits for the same outcome.
+    stop_done_.push_back(std::move(done));
+    if (stopping_ && stop_done_.size() > 1) return;
+    stopping_ = true;
+    sd_event_source* s = nullptr;
+    const auto usec = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline.time_since_epoch()).count());
+    if (sd_event_add_time(conn_->event(), &s, CLOCK_MONOTONIC, usec, 0,
+                          &SystemdSession::on_stop_deadline, this) >= 0)
+        stop_timer_.reset(s);
+    send_stop();
+    // done() must come from the loop, never from inside stop().
+    s = nullptr;
+    if (sd_event_add_defer(conn_->event(), &s, &SystemdSession::on_deferred, this) >= 0)
+        deferred_.reset(s);
+}
+
+void SystemdSession::send_stop() {
+    if (unit_gone_) return;
+    if ((phase_ == Phase::Ended || phase_ == Phase::StartFailed) && !ref_held_) {
+        // Already inactive; systemd collects it. Nothing to stop, only to see it go.
+        check_gone();
+        return;
+    }
+    std::string why;
+    MessagePtr m = conn_->manager_call("StopUnit", why);
+    if (m && sd_bus_message_append(m.get(), "ss", unit_.c_str(), "replace") >= 0 &&
+        conn_->call_async(stop_call_, m.get(), &SystemdSession::on_stop_reply, this) >= 0)
+        stop_sent_ = true;
+}
+
+int SystemdSession::on_stop_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    if (!sd_bus_message_is_method_error(m, nullptr)) return 0;
+    const sd_bus_error* e = sd_bus_message_get_error(m);
+    if (sd_bus_error_has_name(e, "org.freedesktop.systemd1.NoSuchUnit")) {
+        self->unit_vanished();  // an already-gone unit counts as stopped
+        return 0;
+    }
+    if (is_transport_error(e)) {
+        self->stop_sent_ = false;  // resync sends it again
+        return 0;
+    }
+    self->finish_stop(false, "cannot stop unit " + self->unit_ + ": " +
+                                 (e && e->message ? e->message : "unknown error"));
+    return 0;
+}
+
+int SystemdSession::on_deferred(sd_event_source*, void* userdata) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    self->deferred_.reset();
+    self->check_stop_done();
+    return 0;
+}
+
+void SystemdSession::check_stop_done() {
+    if (!stopping_ || stop_done_.empty() || deferred_) return;
+    // The main process counts as gone when we never had a pidfd on it (it never started,
+    // or had already exited when the start was confirmed).
+    if (unit_gone_ && (main_gone_ || !main_pidfd_)) finish_stop(true, {});
+}
+
+void SystemdSession::finish_stop(bool ok, std::string why) {
+    stop_timer_.reset();
+    auto waiters = std::move(stop_done_);
+    stop_done_.clear();
+    stopping_ = false;
+    // Each waiter may destroy this session: nothing of ours is touched after the first call
+    // unless we are still alive.
+    const auto guard = alive_;
+    for (auto& done : waiters) {
+        if (done) done(ok, why);
+        if (!*guard) return;
+    }
+}
+
+int SystemdSession::on_stop_deadline(sd_event_source*, uint64_t, void* userdata) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    self->signal_all(SIGKILL);
+    self->finish_stop(false, "unit " + self->unit_ + " did not stop in time");
+    return 0;
+}
+
+void SystemdSession::bus_lost() {
+    props_match_.reset();
+    start_call_.reset();
+    read_call_.reset();
+    unref_call_.reset();
+    get_unit_call_.reset();
+    state_call_.reset();
+    stop_call_.reset();
+    ref_call_.reset();
+    stop_sent_ = false;
+}
+
+void SystemdSession::bus_ready(bool new_bus) {
+    if (new_bus) {
+        add_matches();
+        if (ref_held_) {
+            // Our reference belonged to the old connection; take one on this one.
+            std::string why;
+            MessagePtr m = conn_->manager_call("RefUnit", why);
+            if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
+                conn_->call_async(ref_call_, m.get(), &SystemdSession::on_ref_reply, this);
+        }
+    }
+    resync();
+}
+
+int SystemdSession::on_ref_reply(sd_bus_message*, void*, sd_bus_error*) { return 0; }
+
+void SystemdSession::read_active_state() {
+    sd_bus_message* raw = nullptr;
+    int r = conn_->bus() ? sd_bus_message_new_method_call(conn_->bus(), &raw, kSystemdService,
+                                                          path_.c_str(), kPropertiesInterface, "Get")
+                         : -ENOTCONN;
+    MessagePtr m(raw);
+    if (r >= 0) r = sd_bus_message_append(m.get(), "ss", kUnitInterface, "ActiveState");
+    if (r >= 0) conn_->call_async(state_call_, m.get(), &SystemdSession::on_active_state_reply, this);
+}
+
+void SystemdSession::resync() {
+    if (phase_ == Phase::Ended || phase_ == Phase::StartFailed) {
+        if (stopping_) check_gone();
+        return;
+    }
+    // GetUnit does not load a unit that is gone (a property read on its path would).
+    std::string why;
+    MessagePtr m = conn_->manager_call("GetUnit", why);
+    if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
+        conn_->call_async(
+            state_call_, m.get(),
+            [](sd_bus_message* reply, void* userdata, sd_bus_error*) -> int {
+                auto* self = static_cast<SystemdSession*>(userdata);
+                if (sd_bus_message_is_method_error(reply, nullptr)) {
+                    if (sd_bus_message_is_method_error(reply, "org.freedesktop.systemd1.NoSuchUnit"))
+                        self->unit_vanished();
+                    return 0;  // transport errors: the next bus_ready retries
+                }
+                self->read_active_state();
+                return 0;
+            },
+            this);
+}
+
+int SystemdSession::on_active_state_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    if (sd_bus_message_is_method_error(m, nullptr)) return 0;
+    const char* state = nullptr;
+    if (sd_bus_message_read(m, "v", "s", &state) < 0 || !state) return 0;
+    const std::string_view s(state);
+    if (ended_state(s)) self->unit_ended_ = true;
+    if (self->stopping_ && !self->stop_sent_ && !ended_state(s)) self->send_stop();
+    if (self->phase_ == Phase::Starting) {
+        if (s == "activating") {
+            // The start job is still running. If its reply was lost we do not know the job
+            // path; the unit's next JobRemoved is then ours.
+            if (!self->start_replied_) {
+                self->start_replied_ = true;
+                self->job_path_.clear();
+            }
+            return 0;
+        }
+        self->read_service(Read::Resync, ended_state(s) ? "failed" : "done");
+    } else if (self->phase_ == Phase::Running && ended_state(s)) {
+        self->read_service(Read::Exit);
+    }
+    return 0;
+}
+
+}  // namespace ptyvisor::backends::systemd

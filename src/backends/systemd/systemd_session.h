@@ -1,0 +1,144 @@
+// SystemdSession: one session's transient service, followed through D-Bus signals.
+//
+// Life of a session, all on the event loop:
+//   begin():   a match for PropertiesChanged on the unit's object path is installed, then
+//              StartTransientUnit is sent (JobRemoved and UnitRemoved are matched once per
+//              connection by BusConnection, before anything else). The bus handles one
+//              connection's messages in order, so no signal about the unit can be missed. JobRemoved may arrive before the reply that names the job: such
+//              signals are kept and matched against the job path when the reply comes.
+//   started:   JobRemoved "done" (Type=exec: after the execve) -> GetAll(Service) gives MainPID
+//              (or ExecMainPID if it already exited) -> a pidfd on it -> on_started.
+//   exited:    ActiveState inactive/failed -> GetAll(Service) -> ExecMainCode/Status and Result
+//              -> UnrefUnit -> on_exited. The unit was started with AddRef=yes, so systemd keeps
+//              it (and its exit status) until that UnrefUnit, whatever CollectMode says: the
+//              read cannot race with garbage collection.
+//   stop():    StopUnit(replace); done when the unit is gone (UnitRemoved, or NoSuchUnit) and
+//              the main process's pidfd has polled readable; KillUnit(SIGKILL) at the deadline.
+// After a systemd re-execution or a bus reconnect the session re-reads its state (resync),
+// so a unit that ended in the gap still produces on_exited.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/systemd/bus_connection.h"
+#include "backends/systemd/sd_ptr.h"
+#include "backends/systemd/unit_properties.h"
+
+namespace ptyvisor::backends::systemd {
+
+// The parts of org.freedesktop.systemd1.Service a session reads.
+struct ServiceState {
+    std::uint32_t main_pid = 0;
+    std::uint32_t exec_main_pid = 0;
+    std::int32_t exec_main_code = 0;    // CLD_EXITED, CLD_KILLED, CLD_DUMPED or 0
+    std::int32_t exec_main_status = 0;  // exit code or signal number
+    std::string result;                 // "success", "exit-code", "timeout", ...
+};
+
+// Maps a finished service's state to the protocol's ExitStatus.
+protocol::ExitStatus exit_status_from(const ServiceState& state);
+
+// Whether a service whose start job failed had in fact exec'd its command, which then exited.
+bool ran_and_exited(const ServiceState& state);
+
+// "unit failed to start: <result>", with the exec status when systemd gives one.
+std::string start_failure_message(const std::string& job_result, const ServiceState& state);
+
+class SystemdSession final : public Session, private ConnectionListener {
+public:
+    SystemdSession(std::shared_ptr<BusConnection> conn, std::string unit, SessionEvents events);
+    ~SystemdSession() override;
+    SystemdSession(const SystemdSession&) = delete;
+    SystemdSession& operator=(const SystemdSession&) = delete;
+
+    // Installs the matches and sends StartTransientUnit. False with `why` on a local failure.
+    bool begin(const TransientService& service, std::string& why);
+
+    [[nodiscard]] const std::string& unit() const override { return unit_; }
+    [[nodiscard]] pid_t main_pid() const override { return main_pid_; }
+    int signal_all(int sig) override;
+    void stop(Clock::time_point deadline, std::function<void(bool ok, std::string why)> done) override;
+
+private:
+    enum class Phase { Starting, Running, Ended, StartFailed };
+    enum class Read { Started, StartFailed, Exit, Resync };
+
+    bool add_matches();
+    void job_finished(const std::string& result);
+    void read_service(Read purpose, std::string job_result = {});
+    void service_read(Read purpose, const std::string& job_result, const ServiceState& state);
+    void mark_started(const ServiceState& state);
+    void release_ref();
+    void check_gone();
+    void unit_vanished();
+    void main_process_gone();
+    void check_stop_done();
+    void finish_stop(bool ok, std::string why);
+    void send_stop();
+    void resync();
+    void read_active_state();
+    void report_start_failed(std::string why);
+    void report_exited(protocol::ExitStatus status);
+
+    void bus_lost() override;
+    void bus_ready(bool new_bus) override;
+
+    static int on_start_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    void job_removed(const std::string& job, const std::string& unit,
+                     const std::string& result) override;
+    void unit_removed(const std::string& unit) override;
+    static int on_properties_changed(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static int on_service_read(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static int on_unref_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static int on_get_unit_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static int on_active_state_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static int on_stop_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static int on_ref_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static int on_main_pidfd(sd_event_source* s, int fd, uint32_t revents, void* userdata);
+    static int on_stop_deadline(sd_event_source* s, uint64_t usec, void* userdata);
+    static int on_deferred(sd_event_source* s, void* userdata);
+
+    std::shared_ptr<BusConnection> conn_;
+    std::string unit_;
+    std::string path_;
+    SessionEvents events_;
+    // Set to false by the destructor; copied before calling out, so that a callback that
+    // destroys this session is noticed.
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+
+    Phase phase_ = Phase::Starting;
+    pid_t main_pid_ = 0;
+    UniqueFd main_pidfd_;
+    SourcePtr main_pidfd_source_;
+    bool main_gone_ = false;
+
+    SlotPtr props_match_;
+    SlotPtr start_call_;
+    SlotPtr read_call_;
+    Read read_purpose_ = Read::Started;
+    std::string read_job_result_;
+    SlotPtr unref_call_;
+    SlotPtr get_unit_call_;
+    SlotPtr state_call_;
+    SlotPtr stop_call_;
+    SlotPtr ref_call_;
+
+    bool start_replied_ = false;
+    std::string job_path_;
+    std::vector<std::pair<std::string, std::string>> early_jobs_;  // job path, result
+    bool unit_ended_ = false;   // ActiveState inactive/failed was seen
+    bool ref_held_ = true;      // AddRef=yes
+    bool unit_gone_ = false;
+
+    bool stopping_ = false;
+    bool stop_sent_ = false;
+    std::vector<std::function<void(bool, std::string)>> stop_done_;
+    SourcePtr stop_timer_;
+    SourcePtr deferred_;
+};
+
+}  // namespace ptyvisor::backends::systemd

@@ -1,0 +1,458 @@
+#include "backends/systemd/unit_properties.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace ptyvisor::backends::systemd {
+namespace {
+
+constexpr std::uint64_t kInfinity = std::numeric_limits<std::uint64_t>::max();
+constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
+
+std::string trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return std::string(s);
+}
+
+// A non-negative decimal number, possibly with a fraction; the rest of `s` goes to `rest`.
+bool parse_decimal(std::string_view s, double& value, std::string_view& rest) {
+    size_t i = 0;
+    while (i < s.size() && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.')) ++i;
+    if (i == 0) return false;
+    const std::string number(s.substr(0, i));
+    if (std::count(number.begin(), number.end(), '.') > 1 || number == ".") return false;
+    char* end = nullptr;
+    value = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size() || !std::isfinite(value)) return false;
+    rest = s.substr(i);
+    return true;
+}
+
+bool parse_integer(std::string_view s, std::int64_t& value) {
+    if (s.empty()) return false;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    return ec == std::errc{} && end == s.data() + s.size();
+}
+
+// Bytes with an optional binary suffix (K, M, G, T; base 1024, as systemd), or "infinity".
+bool parse_bytes(std::string_view s, std::uint64_t& out) {
+    if (s == "infinity") { out = kInfinity; return true; }
+    double v = 0;
+    std::string_view rest;
+    if (!parse_decimal(s, v, rest)) return false;
+    double mult = 1;
+    if (!rest.empty()) {
+        switch (rest.front()) {
+            case 'K': mult = 1024.0; break;
+            case 'M': mult = 1024.0 * 1024; break;
+            case 'G': mult = 1024.0 * 1024 * 1024; break;
+            case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
+            default: return false;
+        }
+        rest.remove_prefix(1);
+        if (rest == "B") rest.remove_prefix(1);
+        if (!rest.empty()) return false;
+    }
+    const double bytes = v * mult;
+    if (bytes >= 1.8e19) return false;
+    out = static_cast<std::uint64_t>(bytes);
+    return true;
+}
+
+bool parse_count(std::string_view s, std::uint64_t& out) {
+    if (s == "infinity") { out = kInfinity; return true; }
+    std::int64_t v = 0;
+    if (!parse_integer(s, v) || v < 0) return false;
+    out = static_cast<std::uint64_t>(v);
+    return true;
+}
+
+// A time span in seconds by default, or with a unit: us, ms, s, sec, min, m, h, d.
+bool parse_timespan(std::string_view s, std::uint64_t& usec) {
+    if (s == "infinity") { usec = kInfinity; return true; }
+    double v = 0;
+    std::string_view rest;
+    if (!parse_decimal(s, v, rest)) return false;
+    double mult = 1e6;
+    if (rest.empty() || rest == "s" || rest == "sec") mult = 1e6;
+    else if (rest == "us" || rest == "usec") mult = 1;
+    else if (rest == "ms" || rest == "msec") mult = 1e3;
+    else if (rest == "min" || rest == "m") mult = 60e6;
+    else if (rest == "h") mult = 3600e6;
+    else if (rest == "d") mult = 86400e6;
+    else return false;
+    const double total = v * mult;
+    if (total >= 1.8e19) return false;
+    usec = static_cast<std::uint64_t>(total);
+    return true;
+}
+
+bool parse_bool(std::string_view s, bool& out) {
+    if (s == "yes" || s == "true" || s == "on" || s == "1") { out = true; return true; }
+    if (s == "no" || s == "false" || s == "off" || s == "0") { out = false; return true; }
+    return false;
+}
+
+enum class Kind { Bytes, Count, Bool, Weight, Nice, OomAdjust, CpuQuota, Timespan, Choice };
+
+struct Spec {
+    const char* name;
+    const char* dbus_name;
+    Kind kind;
+    std::vector<const char*> choices = {};
+};
+
+const std::vector<Spec>& table() {
+    static const std::vector<Spec> specs = {
+        {"MemoryMax", "MemoryMax", Kind::Bytes},
+        {"MemoryHigh", "MemoryHigh", Kind::Bytes},
+        {"MemorySwapMax", "MemorySwapMax", Kind::Bytes},
+        {"TasksMax", "TasksMax", Kind::Count},
+        {"CPUQuota", "CPUQuotaPerSecUSec", Kind::CpuQuota},
+        {"CPUWeight", "CPUWeight", Kind::Weight},
+        {"IOWeight", "IOWeight", Kind::Weight},
+        {"RuntimeMaxSec", "RuntimeMaxUSec", Kind::Timespan},
+        {"NoNewPrivileges", "NoNewPrivileges", Kind::Bool},
+        {"PrivateTmp", "PrivateTmp", Kind::Bool},
+        {"PrivateDevices", "PrivateDevices", Kind::Bool},
+        {"PrivateNetwork", "PrivateNetwork", Kind::Bool},
+        {"ProtectKernelTunables", "ProtectKernelTunables", Kind::Bool},
+        {"ProtectKernelModules", "ProtectKernelModules", Kind::Bool},
+        {"ProtectKernelLogs", "ProtectKernelLogs", Kind::Bool},
+        {"ProtectControlGroups", "ProtectControlGroups", Kind::Bool},
+        {"ProtectClock", "ProtectClock", Kind::Bool},
+        {"ProtectHostname", "ProtectHostname", Kind::Bool},
+        {"RestrictRealtime", "RestrictRealtime", Kind::Bool},
+        {"RestrictSUIDSGID", "RestrictSUIDSGID", Kind::Bool},
+        {"LockPersonality", "LockPersonality", Kind::Bool},
+        {"ProtectSystem", "ProtectSystem", Kind::Choice, {"no", "yes", "full", "strict"}},
+        {"ProtectHome", "ProtectHome", Kind::Choice, {"no", "yes", "read-only", "tmpfs"}},
+        {"LimitCORE", "LimitCORE", Kind::Bytes},
+        {"LimitFSIZE", "LimitFSIZE", Kind::Bytes},
+        {"LimitAS", "LimitAS", Kind::Bytes},
+        {"LimitNOFILE", "LimitNOFILE", Kind::Count},
+        {"LimitNPROC", "LimitNPROC", Kind::Count},
+        {"Nice", "Nice", Kind::Nice},
+        {"OOMScoreAdjust", "OOMScoreAdjust", Kind::OomAdjust},
+    };
+    return specs;
+}
+
+bool translate_one(const Spec& spec, const std::string& raw, PropertyValue& out, std::string& why) {
+    const std::string v = trim(raw);
+    out.name = spec.dbus_name;
+    auto bad = [&](const char* expected) {
+        why = std::string("property ") + spec.name + "=" + raw + ": expected " + expected;
+        return false;
+    };
+    switch (spec.kind) {
+        case Kind::Bytes: {
+            std::uint64_t b = 0;
+            if (!parse_bytes(v, b)) return bad("bytes with an optional K, M, G or T suffix, or infinity");
+            out.value = b;
+            return true;
+        }
+        case Kind::Count: {
+            std::uint64_t c = 0;
+            if (!parse_count(v, c)) return bad("a non-negative integer or infinity");
+            out.value = c;
+            return true;
+        }
+        case Kind::Weight: {
+            std::uint64_t c = 0;
+            if (!parse_count(v, c) || c < 1 || c > 10000) return bad("an integer from 1 to 10000");
+            out.value = c;
+            return true;
+        }
+        case Kind::Bool: {
+            bool b = false;
+            if (!parse_bool(v, b)) return bad("yes or no");
+            out.value = b;
+            return true;
+        }
+        case Kind::Nice:
+        case Kind::OomAdjust: {
+            std::int64_t n = 0;
+            const std::int64_t lo = spec.kind == Kind::Nice ? -20 : -1000;
+            const std::int64_t hi = spec.kind == Kind::Nice ? 19 : 1000;
+            if (!parse_integer(v, n) || n < lo || n > hi)
+                return bad(spec.kind == Kind::Nice ? "an integer from -20 to 19"
+                                                   : "an integer from -1000 to 1000");
+            out.value = static_cast<std::int32_t>(n);
+            return true;
+        }
+        case Kind::CpuQuota: {
+            double pct = 0;
+            std::string_view rest;
+            if (!parse_decimal(v, pct, rest) || rest != "%" || pct <= 0 || pct > 1e6)
+                return bad("a percentage such as 50%");
+            // 100% is one CPU: 1 s of CPU time per second.
+            out.value = static_cast<std::uint64_t>(pct * 10000.0);
+            return true;
+        }
+        case Kind::Timespan: {
+            std::uint64_t us = 0;
+            if (!parse_timespan(v, us) || us == 0)
+                return bad("a positive time span such as 30, 500ms, 5min or infinity");
+            out.value = us;
+            return true;
+        }
+        case Kind::Choice: {
+            for (const char* c : spec.choices)
+                if (v == c) { out.value = std::string(v); return true; }
+            std::string list;
+            for (const char* c : spec.choices) list += (list.empty() ? "" : ", ") + std::string(c);
+            return bad(("one of " + list).c_str());
+        }
+    }
+    return bad("a value");
+}
+
+// The executable bits that apply to this account, as the kernel would judge them.
+bool may_execute(const struct stat& st, uid_t uid, gid_t gid, const std::vector<gid_t>& groups) {
+    if (!S_ISREG(st.st_mode)) return false;
+    if (uid == 0) return (st.st_mode & 0111) != 0;
+    if (st.st_uid == uid) return (st.st_mode & S_IXUSR) != 0;
+    if (st.st_gid == gid || std::find(groups.begin(), groups.end(), st.st_gid) != groups.end())
+        return (st.st_mode & S_IXGRP) != 0;
+    return (st.st_mode & S_IXOTH) != 0;
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+    if (dir.empty()) return name;
+    if (dir.back() == '/') return dir + name;
+    return dir + "/" + name;
+}
+
+// "/a/./b/../c" -> "/a/c"; systemd wants normalized absolute paths.
+std::string normalize(const std::string& path) {
+    std::vector<std::string> parts;
+    size_t i = 0;
+    while (i <= path.size()) {
+        const size_t j = std::min(path.find('/', i), path.size());
+        const std::string part = path.substr(i, j - i);
+        if (part == "..") {
+            if (!parts.empty()) parts.pop_back();
+        } else if (!part.empty() && part != ".") {
+            parts.push_back(part);
+        }
+        i = j + 1;
+    }
+    std::string out;
+    for (const auto& p : parts) out += "/" + p;
+    return out.empty() ? "/" : out;
+}
+
+int append_property(sd_bus_message* m, const PropertyValue& p) {
+    return std::visit(
+        [&](const auto& v) -> int {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, bool>)
+                return sd_bus_message_append(m, "(sv)", p.name.c_str(), "b", static_cast<int>(v));
+            else if constexpr (std::is_same_v<T, std::uint64_t>)
+                return sd_bus_message_append(m, "(sv)", p.name.c_str(), "t", v);
+            else if constexpr (std::is_same_v<T, std::int32_t>)
+                return sd_bus_message_append(m, "(sv)", p.name.c_str(), "i", v);
+            else
+                return sd_bus_message_append(m, "(sv)", p.name.c_str(), "s", v.c_str());
+        },
+        p.value);
+}
+
+int append_string_array(sd_bus_message* m, const std::vector<std::string>& items, bool escape) {
+    int r = sd_bus_message_open_container(m, 'a', "s");
+    if (r < 0) return r;
+    for (const auto& s : items) {
+        r = sd_bus_message_append(m, "s", escape ? escape_exec_argument(s).c_str() : s.c_str());
+        if (r < 0) return r;
+    }
+    return sd_bus_message_close_container(m);
+}
+
+int append_all(sd_bus_message* m, const TransientService& s) {
+    int r = 0;
+    auto str = [&](const char* name, const std::string& value) {
+        return sd_bus_message_append(m, "(sv)", name, "s", value.c_str());
+    };
+    if ((r = str("Description", s.description)) < 0) return r;
+    if ((r = str("Type", "exec")) < 0) return r;
+    // Hold a reference to the unit from our bus connection: systemd does not garbage-collect
+    // it, even when it is inactive or failed, until we call UnrefUnit (or disconnect). That is
+    // what makes reading ExecMainCode/ExecMainStatus/Result after the exit race-free.
+    if ((r = sd_bus_message_append(m, "(sv)", "AddRef", "b", 1)) < 0) return r;
+    if ((r = str("CollectMode", "inactive-or-failed")) < 0) return r;
+    if ((r = str("Slice", s.slice)) < 0) return r;
+    if ((r = str("KillMode", "control-group")) < 0) return r;
+    if ((r = sd_bus_message_append(m, "(sv)", "SendSIGHUP", "b", 1)) < 0) return r;
+    if ((r = sd_bus_message_append(m, "(sv)", "IgnoreSIGPIPE", "b", 0)) < 0) return r;
+    if ((r = sd_bus_message_append(m, "(sv)", "TimeoutStopUSec", "t", s.timeout_stop_usec)) < 0)
+        return r;
+    if ((r = str("User", s.user)) < 0) return r;
+    if ((r = str("Group", s.group)) < 0) return r;
+    if ((r = str("WorkingDirectory", s.working_directory)) < 0) return r;
+
+    if ((r = sd_bus_message_open_container(m, 'r', "sv")) < 0) return r;
+    if ((r = sd_bus_message_append(m, "s", "Environment")) < 0) return r;
+    if ((r = sd_bus_message_open_container(m, 'v', "as")) < 0) return r;
+    if ((r = append_string_array(m, s.env, false)) < 0) return r;
+    if ((r = sd_bus_message_close_container(m)) < 0) return r;
+    if ((r = sd_bus_message_close_container(m)) < 0) return r;
+
+    for (const char* name : {"StandardInputFileDescriptor", "StandardOutputFileDescriptor",
+                             "StandardErrorFileDescriptor"})
+        if ((r = sd_bus_message_append(m, "(sv)", name, "h", s.tty_fd)) < 0) return r;
+    if ((r = str("TTYPath", s.tty_path)) < 0) return r;
+
+    // ExecStart: a(sasb) = [(path, argv, ignore_failure)]
+    if ((r = sd_bus_message_open_container(m, 'r', "sv")) < 0) return r;
+    if ((r = sd_bus_message_append(m, "s", "ExecStart")) < 0) return r;
+    if ((r = sd_bus_message_open_container(m, 'v', "a(sasb)")) < 0) return r;
+    if ((r = sd_bus_message_open_container(m, 'a', "(sasb)")) < 0) return r;
+    if ((r = sd_bus_message_open_container(m, 'r', "sasb")) < 0) return r;
+    if ((r = sd_bus_message_append(m, "s", s.exec_path.c_str())) < 0) return r;
+    if ((r = append_string_array(m, s.argv, true)) < 0) return r;
+    if ((r = sd_bus_message_append(m, "b", 0)) < 0) return r;
+    for (int i = 0; i < 4; ++i)
+        if ((r = sd_bus_message_close_container(m)) < 0) return r;
+
+    for (const auto& p : s.extra)
+        if ((r = append_property(m, p)) < 0) return r;
+    return 0;
+}
+
+}  // namespace
+
+bool translate_properties(const std::map<std::string, std::string>& properties,
+                          std::vector<PropertyValue>& out, std::string& why) {
+    out.clear();
+    for (const auto& [name, value] : properties) {
+        const auto& specs = table();
+        const auto it = std::find_if(specs.begin(), specs.end(),
+                                     [&](const Spec& s) { return name == s.name; });
+        if (it == specs.end()) {
+            std::string list;
+            for (const auto& s : specs) list += (list.empty() ? "" : ", ") + std::string(s.name);
+            why = "unsupported unit property \"" + name + "\" (supported: " + list + ")";
+            return false;
+        }
+        PropertyValue p;
+        if (!translate_one(*it, value, p, why)) return false;
+        out.push_back(std::move(p));
+    }
+    return true;
+}
+
+bool validate_properties(const std::map<std::string, std::string>& properties, std::string& why) {
+    std::vector<PropertyValue> ignored;
+    return translate_properties(properties, ignored, why);
+}
+
+std::vector<std::string> supported_properties() {
+    std::vector<std::string> names;
+    for (const auto& s : table()) names.emplace_back(s.name);
+    return names;
+}
+
+std::string escape_exec_argument(std::string_view arg) {
+    std::string out;
+    out.reserve(arg.size());
+    for (const char c : arg) {
+        if (c == '$') out += '$';
+        out += c;
+    }
+    return out;
+}
+
+bool resolve_executable(const std::string& name, const std::vector<std::string>& env,
+                        const std::string& cwd_path, uid_t uid, gid_t gid,
+                        const std::vector<gid_t>& groups, std::string& out, std::string& why) {
+    if (name.empty()) {
+        why = "empty command";
+        return false;
+    }
+    auto usable = [&](const std::string& candidate) {
+        struct stat st {};
+        return ::stat(candidate.c_str(), &st) == 0 && may_execute(st, uid, gid, groups);
+    };
+    if (name.find('/') != std::string::npos) {
+        const std::string candidate = normalize(name.front() == '/' ? name : join_path(cwd_path, name));
+        if (!usable(candidate)) {
+            why = "command not found: " + name;
+            return false;
+        }
+        out = candidate;
+        return true;
+    }
+    std::string path = kDefaultPath;
+    for (const auto& e : env)
+        if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+    size_t i = 0;
+    while (i <= path.size()) {
+        const size_t j = std::min(path.find(':', i), path.size());
+        std::string dir = path.substr(i, j - i);
+        i = j + 1;
+        if (dir.empty()) dir = ".";  // an empty entry means the working directory
+        if (dir.front() != '/') dir = join_path(cwd_path, dir);
+        const std::string candidate = normalize(join_path(dir, name));
+        if (usable(candidate)) {
+            out = candidate;
+            return true;
+        }
+    }
+    why = "command not found: " + name;
+    return false;
+}
+
+bool working_directory_path(int dir_fd, std::uint64_t dev, std::uint64_t ino, std::string& out,
+                            std::string& why) {
+    char link[64];
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", dir_fd);
+    std::string buf(4096, '\0');
+    const ssize_t n = ::readlink(link, buf.data(), buf.size());
+    if (n <= 0 || static_cast<size_t>(n) >= buf.size()) {
+        why = "cannot resolve the working directory";
+        return false;
+    }
+    buf.resize(static_cast<size_t>(n));
+    struct stat st {};
+    if (buf.front() != '/' || ::stat(buf.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        static_cast<std::uint64_t>(st.st_dev) != dev || static_cast<std::uint64_t>(st.st_ino) != ino) {
+        why = "working directory changed";
+        return false;
+    }
+    out = std::move(buf);
+    return true;
+}
+
+MessagePtr build_start_transient_unit(sd_bus* bus, const TransientService& service,
+                                      std::string& why) {
+    sd_bus_message* raw = nullptr;
+    int r = sd_bus_message_new_method_call(bus, &raw, "org.freedesktop.systemd1",
+                                           "/org/freedesktop/systemd1",
+                                           "org.freedesktop.systemd1.Manager",
+                                           "StartTransientUnit");
+    MessagePtr m(raw);
+    if (r < 0) {
+        why = "cannot create StartTransientUnit call: " + describe_errno(r);
+        return nullptr;
+    }
+    if ((r = sd_bus_message_append(m.get(), "ss", service.unit.c_str(), "fail")) < 0 ||
+        (r = sd_bus_message_open_container(m.get(), 'a', "(sv)")) < 0 ||
+        (r = append_all(m.get(), service)) < 0 ||
+        (r = sd_bus_message_close_container(m.get())) < 0 ||
+        (r = sd_bus_message_append(m.get(), "a(sa(sv))", 0)) < 0) {
+        why = "cannot build StartTransientUnit call: " + describe_errno(r);
+        return nullptr;
+    }
+    return m;
+}
+
+}  // namespace ptyvisor::backends::systemd

@@ -1,0 +1,589 @@
+// The systemd backend against a real systemd 252: run inside the test harness
+// (tests/harness/up.sh) as root, through $HARNESS_EXEC, so that PIDs and pidfds are those of
+// the harness' PID namespace. tests/systemd/run.sh does all of that.
+//
+// Every wait drives the sd-event loop until a condition holds, with a timeout only as a
+// safety bound; nothing sleeps to synchronise.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/systemd/sd_ptr.h"
+#include "backends/systemd/systemd_backend.h"
+#include "common/linux.h"
+#include "common/unique_fd.h"
+
+namespace ptyvisor::backends {
+namespace {
+
+using namespace std::chrono_literals;
+using protocol::ExitReason;
+using protocol::ExitStatus;
+using systemd::BusError;
+using systemd::BusPtr;
+using systemd::MessagePtr;
+using systemd::SourcePtr;
+
+constexpr const char* kAccount = "ptyvisor-test";
+constexpr const char* kAgentUnit = "ptyvisor-test-agent.service";
+
+// Runs the loop until `done()` holds or `timeout` passes; returns done().
+bool run_until(sd_event* e, const std::function<bool()>& done, std::chrono::milliseconds timeout = 15s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+        const auto left = deadline - std::chrono::steady_clock::now();
+        if (left <= 0s) return done();
+        const auto usec = std::chrono::duration_cast<std::chrono::microseconds>(left).count();
+        if (sd_event_run(e, static_cast<uint64_t>(usec)) < 0) return done();
+    }
+    return true;
+}
+
+// A PTY whose master is read into `output` by the loop.
+struct Pty {
+    UniqueFd master;
+    UniqueFd slave;
+    std::string path;
+    std::string output;
+    bool eof = false;
+    SourcePtr source;
+
+    bool open(sd_event* e) {
+        master.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
+        if (!master || ::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0) return false;
+        char name[128];
+        if (::ptsname_r(master.get(), name, sizeof name) != 0) return false;
+        path = name;
+        slave.reset(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+        if (!slave) return false;
+        sd_event_source* s = nullptr;
+        if (sd_event_add_io(e, &s, master.get(), EPOLLIN, &Pty::on_readable, this) < 0) return false;
+        source.reset(s);
+        return true;
+    }
+    static int on_readable(sd_event_source* s, int fd, uint32_t, void* userdata) {
+        auto* self = static_cast<Pty*>(userdata);
+        char buf[4096];
+        for (;;) {
+            const ssize_t n = ::read(fd, buf, sizeof buf);
+            if (n > 0) { self->output.append(buf, static_cast<size_t>(n)); continue; }
+            if (n < 0 && errno == EAGAIN) return 0;
+            // EIO: every slave fd is closed (the session ended and we gave ours away).
+            self->eof = true;
+            sd_event_source_set_enabled(s, SD_EVENT_OFF);
+            return 0;
+        }
+    }
+    bool contains(const std::string& s) const { return output.find(s) != std::string::npos; }
+    void write(const std::string& s) const { ASSERT_EQ(::write(master.get(), s.data(), s.size()), static_cast<ssize_t>(s.size())); }
+};
+
+struct Observed {
+    bool started = false;
+    pid_t pid = 0;
+    bool start_failed = false;
+    std::string start_error;
+    bool exited = false;
+    ExitStatus status;
+    int events = 0;  // on_exited must never precede on_started
+    bool out_of_order = false;
+};
+
+SessionEvents observe(Observed& o) {
+    SessionEvents ev;
+    ev.on_started = [&o](pid_t pid) { o.started = true; o.pid = pid; ++o.events; };
+    ev.on_start_failed = [&o](std::string why) { o.start_failed = true; o.start_error = std::move(why); ++o.events; };
+    ev.on_exited = [&o](ExitStatus s) {
+        if (!o.started) o.out_of_order = true;
+        o.exited = true;
+        o.status = std::move(s);
+        ++o.events;
+    };
+    return ev;
+}
+
+std::string random_unit(const std::string& prefix = "ptyvisor") {
+    unsigned char bytes[16];
+    EXPECT_EQ(::getrandom(bytes, sizeof bytes, 0), 16);
+    static const char* hex = "0123456789abcdef";
+    std::string name = prefix + "-";
+    for (unsigned char b : bytes) { name += hex[b >> 4]; name += hex[b & 15]; }
+    return name + ".service";
+}
+
+Account test_account() {
+    Account a;
+    const passwd* pw = ::getpwnam(kAccount);
+    if (!pw) return a;
+    a.name = pw->pw_name;
+    a.uid = pw->pw_uid;
+    a.gid = pw->pw_gid;
+    a.home = pw->pw_dir;
+    a.shell = pw->pw_shell;
+    return a;
+}
+
+// A separate, synchronous connection for the test's own look-ups.
+BusPtr open_test_bus() {
+    sd_bus* raw = nullptr;
+    EXPECT_GE(sd_bus_open_system(&raw), 0);
+    return BusPtr(raw);
+}
+
+// Units matching `pattern`, with their ActiveState.
+std::vector<std::pair<std::string, std::string>> list_units(sd_bus* bus, const std::string& pattern) {
+    std::vector<std::pair<std::string, std::string>> out;
+    BusError error;
+    sd_bus_message* raw = nullptr;
+    const int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                     "org.freedesktop.systemd1.Manager", "ListUnitsByPatterns",
+                                     error.get(), &raw, "asas", 0, 1, pattern.c_str());
+    MessagePtr reply(raw);
+    EXPECT_GE(r, 0) << error.message();
+    if (r < 0) return out;
+    sd_bus_message_enter_container(reply.get(), 'a', "(ssssssouso)");
+    for (;;) {
+        const char *name, *desc, *load, *active, *sub, *following, *path, *jt, *jp;
+        uint32_t id;
+        if (sd_bus_message_read(reply.get(), "(ssssssouso)", &name, &desc, &load, &active, &sub,
+                                &following, &path, &id, &jt, &jp) <= 0)
+            break;
+        out.emplace_back(name, active);
+    }
+    return out;
+}
+
+pid_t unit_main_pid(sd_bus* bus, const std::string& unit) {
+    char* path = nullptr;
+    sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit.c_str(), &path);
+    uint32_t pid = 0;
+    BusError error;
+    sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path,
+                                "org.freedesktop.systemd1.Service", "MainPID", error.get(), 'u', &pid);
+    std::free(path);
+    return static_cast<pid_t>(pid);
+}
+
+uint64_t unit_property_u64(sd_bus* bus, const std::string& unit, const char* iface, const char* name) {
+    char* path = nullptr;
+    sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit.c_str(), &path);
+    uint64_t v = 0;
+    BusError error;
+    EXPECT_GE(sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path, iface, name,
+                                          error.get(), 't', &v), 0) << error.message();
+    std::free(path);
+    return v;
+}
+
+int run_command(const std::string& cmd) {
+    const int st = std::system(cmd.c_str());
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+class SystemdBackendTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_EQ(::geteuid(), 0u) << "run as root, inside the harness (tests/systemd/run.sh)";
+        ASSERT_EQ(sd_event_new(&event_), 0);
+        account_ = test_account();
+        ASSERT_FALSE(account_.name.empty()) << "missing account " << kAccount
+                                            << " (tests/harness/ensure-account.sh)";
+        backend_ = make(options());
+        ASSERT_TRUE(backend_);
+        bus_ = open_test_bus();
+        ASSERT_TRUE(bus_);
+    }
+    void TearDown() override {
+        backend_.reset();
+        bus_.reset();
+        sd_event_unref(event_);
+    }
+
+    BackendOptions options() const {
+        BackendOptions o;
+        o.event = event_;
+        return o;
+    }
+    std::unique_ptr<Backend> make(const BackendOptions& o) {
+        std::string why;
+        auto b = make_systemd_backend(o, why);
+        EXPECT_TRUE(b) << why;
+        return b;
+    }
+
+    SessionSpec spec(std::vector<std::string> argv, Pty& pty) {
+        SessionSpec s;
+        s.unit_name = random_unit();
+        s.argv = std::move(argv);
+        s.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "TERM=dumb", "HOME=/nonexistent",
+                 "USER=" + account_.name, "LANG=C"};
+        s.cwd.reset(::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        struct stat st {};
+        EXPECT_EQ(::fstat(s.cwd.get(), &st), 0);
+        s.cwd_dev = st.st_dev;
+        s.cwd_ino = st.st_ino;
+        s.tty = UniqueFd(::fcntl(pty.slave.get(), F_DUPFD_CLOEXEC, 3));
+        s.tty_path = pty.path;
+        s.account = account_;
+        return s;
+    }
+
+    // Starts argv on a new PTY; the test's own slave fd is closed so the master sees EOF.
+    std::unique_ptr<Session> start(std::vector<std::string> argv, Pty& pty, Observed& o,
+                                   std::map<std::string, std::string> props = {}) {
+        EXPECT_TRUE(pty.open(event_));
+        SessionSpec s = spec(std::move(argv), pty);
+        s.properties = std::move(props);
+        pty.slave.reset();
+        std::string why;
+        auto session = backend_->start(std::move(s), observe(o), why);
+        EXPECT_TRUE(session) << why;
+        return session;
+    }
+
+    bool stop(Session& session, std::string* why_out = nullptr) {
+        bool done = false, ok = false;
+        std::string why;
+        session.stop(Clock::now() + 10s, [&](bool k, std::string w) { done = true; ok = k; why = std::move(w); });
+        EXPECT_FALSE(done) << "done() must come from the loop";
+        EXPECT_TRUE(run_until(event_, [&] { return done; }, 15s));
+        if (why_out) *why_out = why;
+        EXPECT_TRUE(ok) << why;
+        return ok;
+    }
+
+    bool unit_listed(const std::string& unit) { return !list_units(bus_.get(), unit).empty(); }
+
+    sd_event* event_ = nullptr;
+    Account account_;
+    std::unique_ptr<Backend> backend_;
+    BusPtr bus_;
+};
+
+TEST_F(SystemdBackendTest, ExitCodeAndOutput) {
+    Pty pty;
+    Observed o;
+    auto s = start({"/bin/sh", "-c", "echo hi; exit 3"}, pty, o);
+    ASSERT_TRUE(s);
+    EXPECT_FALSE(o.started) << "on_started must come from the loop";
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited && pty.contains("hi"); }));
+    EXPECT_TRUE(o.started);
+    EXPECT_GT(o.pid, 0);
+    EXPECT_FALSE(o.out_of_order);
+    EXPECT_EQ(o.status.kind, ExitStatus::Kind::Exited);
+    EXPECT_EQ(o.status.code, 3);
+    EXPECT_EQ(o.status.unit_result, "exit-code");
+    EXPECT_EQ(o.status.reason, ExitReason::Exited);
+    EXPECT_EQ(s->main_pid(), o.pid);
+    stop(*s);
+    EXPECT_FALSE(unit_listed(s->unit()));
+    EXPECT_EQ(o.events, 2);
+}
+
+TEST_F(SystemdBackendTest, RunsAsTheAccountInTheDirectoryOnTheTty) {
+    Pty pty;
+    Observed o;
+    auto s = start({"sh", "-c", "echo \"id=$(id -u) cwd=$(pwd) tty=$(tty)\""}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited && pty.contains("tty="); }));
+    EXPECT_TRUE(pty.contains("id=" + std::to_string(account_.uid) + " ")) << pty.output;
+    EXPECT_TRUE(pty.contains("cwd=/tmp ")) << pty.output;
+    EXPECT_TRUE(pty.contains("tty=" + pty.path)) << pty.output;
+    EXPECT_EQ(o.status.code, 0);
+    EXPECT_EQ(o.status.unit_result, "success");
+    stop(*s);
+}
+
+TEST_F(SystemdBackendTest, DollarSignsReachTheCommandLiterally) {
+    Pty pty;
+    Observed o;
+    auto s = start({"printf", "%s\\n", "a$HOME${HOME}$$b"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited && pty.contains("b"); }));
+    EXPECT_TRUE(pty.contains("a$HOME${HOME}$$b")) << pty.output;
+    EXPECT_EQ(o.status.code, 0);
+    stop(*s);
+}
+
+TEST_F(SystemdBackendTest, SignalDeath) {
+    Pty pty;
+    Observed o;
+    auto s = start({"/bin/sh", "-c", "kill -KILL $$"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited; }));
+    EXPECT_EQ(o.status.kind, ExitStatus::Kind::Signaled);
+    EXPECT_EQ(o.status.signal, SIGKILL);
+    EXPECT_FALSE(o.status.core_dumped);
+    EXPECT_EQ(o.status.unit_result, "signal");
+    EXPECT_EQ(o.status.reason, ExitReason::Exited);
+    stop(*s);
+}
+
+TEST_F(SystemdBackendTest, RuntimeMaxSecIsATimeout) {
+    Pty pty;
+    Observed o;
+    auto s = start({"sleep", "10"}, pty, o, {{"RuntimeMaxSec", "1"}});
+    ASSERT_TRUE(s);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited; }, 8s));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    EXPECT_EQ(o.status.unit_result, "timeout");
+    EXPECT_EQ(o.status.reason, ExitReason::Timeout);
+    EXPECT_EQ(o.status.kind, ExitStatus::Kind::Signaled);
+    EXPECT_EQ(o.status.signal, SIGTERM);
+    stop(*s);
+}
+
+TEST_F(SystemdBackendTest, PropertiesReachTheUnit) {
+    Pty pty;
+    Observed o;
+    auto s = start({"sleep", "100"}, pty, o,
+                   {{"MemoryMax", "64M"}, {"TasksMax", "32"}, {"CPUQuota", "50%"},
+                    {"NoNewPrivileges", "yes"}, {"LimitCORE", "0"}});
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+    EXPECT_EQ(unit_property_u64(bus_.get(), s->unit(), "org.freedesktop.systemd1.Service", "MemoryMax"), 64ull << 20);
+    EXPECT_EQ(unit_property_u64(bus_.get(), s->unit(), "org.freedesktop.systemd1.Service", "TasksMax"), 32u);
+    EXPECT_EQ(unit_property_u64(bus_.get(), s->unit(), "org.freedesktop.systemd1.Service", "CPUQuotaPerSecUSec"), 500000u);
+    EXPECT_EQ(unit_property_u64(bus_.get(), s->unit(), "org.freedesktop.systemd1.Service", "LimitCORE"), 0u);
+    stop(*s);
+    EXPECT_FALSE(unit_listed(s->unit()));
+}
+
+TEST_F(SystemdBackendTest, StopLeavesNoUnitAndNoProcess) {
+    Pty pty;
+    Observed o;
+    auto s = start({"sleep", "100"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+    ASSERT_GT(o.pid, 0);
+    UniqueFd pidfd(pidfd_open(o.pid));
+    ASSERT_TRUE(pidfd);
+    EXPECT_TRUE(pidfd_alive(pidfd.get()));
+    EXPECT_TRUE(unit_listed(s->unit()));
+    stop(*s);
+    EXPECT_FALSE(unit_listed(s->unit()));
+    EXPECT_FALSE(pidfd_alive(pidfd.get()));
+    // Stopping again (the unit is gone) still succeeds.
+    stop(*s);
+}
+
+TEST_F(SystemdBackendTest, StopWhileStarting) {
+    Pty pty;
+    Observed o;
+    auto s = start({"sleep", "100"}, pty, o);
+    ASSERT_TRUE(s);
+    stop(*s);  // before the loop ever ran: the start job is still queued
+    EXPECT_FALSE(unit_listed(s->unit()));
+    EXPECT_EQ(o.events, o.started ? (o.exited ? 2 : 1) : (o.start_failed ? 1 : 0));
+}
+
+TEST_F(SystemdBackendTest, SignalAll) {
+    Pty pty;
+    Observed o;
+    auto s = start({"sleep", "100"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+    EXPECT_EQ(s->signal_all(SIGUSR1), 0);
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited; }));
+    EXPECT_EQ(o.status.kind, ExitStatus::Kind::Signaled);
+    EXPECT_EQ(o.status.signal, SIGUSR1);
+    stop(*s);
+}
+
+TEST_F(SystemdBackendTest, ImmediateFailures) {
+    Pty pty;
+    ASSERT_TRUE(pty.open(event_));
+    std::string why;
+    Observed o;
+    {
+        SessionSpec s = spec({"definitely-not-a-command-xyz"}, pty);
+        EXPECT_FALSE(backend_->start(std::move(s), observe(o), why));
+        EXPECT_NE(why.find("command not found: definitely-not-a-command-xyz"), std::string::npos) << why;
+    }
+    {
+        SessionSpec s = spec({"true"}, pty);
+        s.cwd_ino += 1;
+        EXPECT_FALSE(backend_->start(std::move(s), observe(o), why));
+        EXPECT_NE(why.find("working directory changed"), std::string::npos) << why;
+    }
+    {
+        SessionSpec s = spec({"true"}, pty);
+        s.properties = {{"Bogus", "1"}};
+        EXPECT_FALSE(backend_->start(std::move(s), observe(o), why));
+        EXPECT_NE(why.find("Bogus"), std::string::npos) << why;
+    }
+    {
+        SessionSpec s = spec({"true"}, pty);
+        s.unit_name = "not-ours.service";
+        EXPECT_FALSE(backend_->start(std::move(s), observe(o), why));
+    }
+    EXPECT_EQ(o.events, 0);
+}
+
+TEST_F(SystemdBackendTest, StartFailureIsReported) {
+    Pty pty;
+    ASSERT_TRUE(pty.open(event_));
+    SessionSpec s = spec({"true"}, pty);
+    s.account.name = "ptyvisor-no-such-user";
+    pty.slave.reset();
+    Observed o;
+    std::string why;
+    auto session = backend_->start(std::move(s), observe(o), why);
+    ASSERT_TRUE(session) << why;
+    ASSERT_TRUE(run_until(event_, [&] { return o.start_failed; }));
+    EXPECT_FALSE(o.started);
+    EXPECT_NE(o.start_error.find("unit failed to start"), std::string::npos) << o.start_error;
+    EXPECT_NE(o.start_error.find("USER"), std::string::npos) << o.start_error;
+    stop(*session);
+    EXPECT_FALSE(unit_listed(session->unit()));
+}
+
+TEST_F(SystemdBackendTest, ValidateProperties) {
+    std::string why;
+    EXPECT_TRUE(validate_systemd_properties({{"MemoryMax", "512M"}, {"TasksMax", "256"},
+                                             {"CPUQuota", "50%"}, {"RuntimeMaxSec", "30"},
+                                             {"NoNewPrivileges", "yes"}, {"PrivateTmp", "no"},
+                                             {"ProtectSystem", "strict"}, {"ProtectHome", "read-only"},
+                                             {"LimitCORE", "0"}},
+                                            why)) << why;
+    EXPECT_FALSE(validate_systemd_properties({{"MemoryMax", "lots"}}, why));
+    EXPECT_NE(why.find("MemoryMax"), std::string::npos);
+    EXPECT_FALSE(validate_systemd_properties({{"TasksMax", "-1"}}, why));
+    EXPECT_FALSE(validate_systemd_properties({{"CPUQuota", "50"}}, why));
+    EXPECT_FALSE(validate_systemd_properties({{"ProtectSystem", "maybe"}}, why));
+    EXPECT_FALSE(validate_systemd_properties({{"ExecStart", "/bin/sh"}}, why));
+    EXPECT_NE(why.find("unsupported"), std::string::npos) << why;
+}
+
+TEST_F(SystemdBackendTest, CleanupOrphansStopsAnotherInstancesUnits) {
+    ASSERT_EQ(run_command("systemd-run --quiet --unit=ptyvisor-bystander sleep 1000"), 0);
+    Pty pty;
+    Observed o;
+    auto s = start({"sleep", "100"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+
+    auto other = make(options());
+    ASSERT_TRUE(other);
+    std::string why;
+    EXPECT_TRUE(other->cleanup_orphans(Clock::now() + 10s, why)) << why;
+    for (const auto& [name, state] : list_units(bus_.get(), "ptyvisor-*"))
+        if (name != "ptyvisor-bystander.service") {
+            EXPECT_TRUE(state == "inactive" || state == "failed") << name << " " << state;
+        }
+    const auto bystander = list_units(bus_.get(), "ptyvisor-bystander.service");
+    ASSERT_EQ(bystander.size(), 1u);
+    EXPECT_EQ(bystander[0].second, "active") << "cleanup must touch only session units";
+
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited; }));
+    stop(*s);
+    EXPECT_FALSE(unit_listed(s->unit()));
+    other.reset();
+    run_command("systemctl stop ptyvisor-bystander.service");
+}
+
+TEST_F(SystemdBackendTest, PeerInsideASessionIsRefused) {
+    Pty pty;
+    Observed o;
+    auto s = start({"/bin/sh", "-c", "sleep 100 & wait"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+    UniqueFd inside(pidfd_open(o.pid));
+    ASSERT_TRUE(inside);
+    Peer peer;
+    peer.pid = o.pid;
+    peer.pidfd = inside.get();
+    std::string why;
+    EXPECT_FALSE(backend_->peer_allowed(peer, why));
+    EXPECT_NE(why.find("inside a session"), std::string::npos) << why;
+
+    UniqueFd self(pidfd_open(::getpid()));
+    Peer me{::getpid(), 0, 0, self.get()};
+    EXPECT_TRUE(backend_->peer_allowed(me, why)) << why;
+    stop(*s);
+}
+
+TEST_F(SystemdBackendTest, AllowedUnitMainPidFollowsRestarts) {
+    run_command("systemctl stop ptyvisor-test-agent.service 2>/dev/null");
+    ASSERT_EQ(run_command("systemd-run --quiet --unit=ptyvisor-test-agent sleep 1000"), 0);
+    const pid_t first = unit_main_pid(bus_.get(), kAgentUnit);
+    ASSERT_GT(first, 0);
+
+    BackendOptions opts = options();
+    opts.allowed_units = {kAgentUnit};
+    auto backend = make(opts);
+    ASSERT_TRUE(backend);
+    std::string why;
+
+    UniqueFd agent(pidfd_open(first));
+    ASSERT_TRUE(agent);
+    EXPECT_TRUE(backend->peer_allowed(Peer{first, 0, 0, agent.get()}, why)) << why;
+    UniqueFd self(pidfd_open(::getpid()));
+    EXPECT_FALSE(backend->peer_allowed(Peer{::getpid(), 0, 0, self.get()}, why));
+    EXPECT_NE(why.find("not the main process"), std::string::npos) << why;
+
+    ASSERT_EQ(run_command("systemctl restart ptyvisor-test-agent.service"), 0);
+    const pid_t second = unit_main_pid(bus_.get(), kAgentUnit);
+    ASSERT_GT(second, 0);
+    ASSERT_NE(second, first);
+    UniqueFd agent2(pidfd_open(second));
+    ASSERT_TRUE(agent2);
+    EXPECT_TRUE(run_until(event_, [&] {
+        std::string w;
+        return backend->peer_allowed(Peer{second, 0, 0, agent2.get()}, w);
+    }, 5s));
+    EXPECT_FALSE(backend->peer_allowed(Peer{first, 0, 0, agent.get()}, why));
+    // A stale PID without a pidfd (the number may be reused) is refused as well.
+    EXPECT_FALSE(backend->peer_allowed(Peer{first, 0, 0, -1}, why));
+    run_command("systemctl stop ptyvisor-test-agent.service");
+}
+
+TEST_F(SystemdBackendTest, SessionSurvivesDaemonReexec) {
+    Pty pty;
+    Observed o;
+    auto s = start({"/bin/sh", "-c", "echo before; read line; echo \"got:$line\"; exit 4"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started && pty.contains("before"); }));
+    ASSERT_EQ(run_command("systemctl daemon-reexec"), 0);
+    pty.write("hello\n");
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited && pty.contains("got:hello"); }));
+    EXPECT_EQ(o.status.kind, ExitStatus::Kind::Exited);
+    EXPECT_EQ(o.status.code, 4);
+    EXPECT_EQ(o.status.unit_result, "exit-code");
+    stop(*s);
+    EXPECT_FALSE(unit_listed(s->unit()));
+}
+
+TEST_F(SystemdBackendTest, ExitDuringDaemonReexecIsStillReported) {
+    Pty pty;
+    Observed o;
+    auto s = start({"/bin/sh", "-c", "read line; exit 5"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+    // The command exits while PID 1 is re-executing (or just before): the signal may be lost.
+    pty.write("x\n");
+    ASSERT_EQ(run_command("systemctl daemon-reexec"), 0);
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited; }));
+    EXPECT_EQ(o.status.kind, ExitStatus::Kind::Exited);
+    EXPECT_EQ(o.status.code, 5);
+    stop(*s);
+    EXPECT_FALSE(unit_listed(s->unit()));
+}
+
+}  // namespace
+}  // namespace ptyvisor::backends
