@@ -46,9 +46,11 @@ std::vector<std::string> exec_candidates(const std::string& name, const std::vec
     std::size_t at = 0;
     while (at <= path.size()) {
         const auto end = path.find(':', at);
-        std::string dir = path.substr(at, end == std::string::npos ? std::string::npos : end - at);
-        if (dir.empty()) dir = ".";
-        out.push_back(dir + "/" + name);
+        std::string file = path.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        if (file.empty()) file.push_back('.');
+        file.push_back('/');
+        file.append(name);
+        out.push_back(std::move(file));
         if (end == std::string::npos) break;
         at = end + 1;
     }
