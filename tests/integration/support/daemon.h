@@ -1,0 +1,97 @@
+// DaemonProcess: the real ptyvisord, started from a generated TOML configuration, waited for
+// through sd_notify's READY=1, and stopped with a signal under a bound.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/unique_fd.h"
+#include "support/util.h"
+
+namespace ptyvisor::itest {
+
+struct DaemonConfig {
+    std::string user;
+    std::string socket;
+    std::string backend = "direct";
+    std::vector<std::string> allow_units;
+    std::string unit_prefix = "ptyvisor";
+    std::string state_directory;
+
+    // [limits]
+    long max_sessions = 16;
+    long max_unauthenticated = 32;
+    long max_unauthenticated_per_peer = 4;
+    long admissions_per_minute = 120;
+    long socket_buffer_bytes = 131072;
+    long held_input_bytes = 262144;
+    long output_buffer_bytes = 262144;
+
+    // [timeouts], seconds
+    double handshake = 5;
+    double operation = 10;
+    double drain = 2;
+    double cleanup = 15;
+
+    // [session.properties]
+    std::map<std::string, std::string> properties;
+
+    [[nodiscard]] std::string to_toml() const;
+};
+
+// How a child process ended, as waitid() reports it.
+struct ExitInfo {
+    int how = 0;     // CLD_EXITED, CLD_KILLED, CLD_DUMPED
+    int status = 0;  // exit code or signal
+    [[nodiscard]] bool exited_with(int code) const;
+    [[nodiscard]] int shell() const { return shell_status(how, status); }
+    [[nodiscard]] std::string describe() const;
+};
+
+class DaemonProcess {
+public:
+    // Writes the configuration into `dir`, starts the daemon with NOTIFY_SOCKET pointing into
+    // `dir`, and waits up to `ready_timeout` for READY=1. On failure returns nullptr and
+    // describes what went wrong in `error` (including the daemon's log).
+    static std::unique_ptr<DaemonProcess> start(const DaemonConfig& config, const std::string& dir,
+                                                std::string& error,
+                                                Millis ready_timeout = Millis(20000));
+    ~DaemonProcess();
+    DaemonProcess(const DaemonProcess&) = delete;
+    DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+    [[nodiscard]] pid_t pid() const { return pid_; }
+    [[nodiscard]] int pidfd() const { return pidfd_.get(); }
+    [[nodiscard]] bool running() const;
+
+    // Sends `sig` and waits up to `timeout` for the daemon to exit. nullopt on timeout.
+    std::optional<ExitInfo> stop(int sig, Millis timeout);
+    // Waits up to `timeout` for the daemon to exit on its own.
+    std::optional<ExitInfo> wait_exit(Millis timeout);
+
+    [[nodiscard]] long fd_count() const { return count_fds(pid_); }
+    // The daemon releases a closed connection's last resources on a later turn of its event
+    // loop than the one that closed the socket (it may be inside that connection's callback),
+    // and nothing outside the daemon can observe that turn. So a descriptor count taken right
+    // after a peer saw EOF may still include them. This re-reads the count until it equals
+    // `expected` or `timeout` passes, and returns the last count read: an assertion that the
+    // count converges, within a bound, not a synchronisation.
+    [[nodiscard]] long fd_count_converging_to(long expected, Millis timeout) const;
+    [[nodiscard]] long rss_kib() const { return itest::rss_kib(pid_); }
+    [[nodiscard]] std::string log() const { return read_text_file(log_path_); }
+    [[nodiscard]] const std::string& log_path() const { return log_path_; }
+
+private:
+    DaemonProcess() = default;
+    pid_t pid_ = -1;
+    UniqueFd pidfd_;
+    std::string log_path_;
+    std::optional<ExitInfo> exit_;
+};
+
+}  // namespace ptyvisor::itest
