@@ -189,6 +189,24 @@ uint64_t unit_property_u64(sd_bus* bus, const std::string& unit, const char* ifa
     return v;
 }
 
+// Bus names holding a reference on the unit (AddRef/RefUnit).
+std::vector<std::string> unit_refs(sd_bus* bus, const std::string& unit) {
+    char* path = nullptr;
+    sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit.c_str(), &path);
+    char** refs = nullptr;
+    BusError error;
+    sd_bus_get_property_strv(bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Unit",
+                             "Refs", error.get(), &refs);
+    std::free(path);
+    std::vector<std::string> out;
+    for (char** r = refs; r && *r; ++r) {
+        out.emplace_back(*r);
+        std::free(*r);
+    }
+    std::free(static_cast<void*>(refs));
+    return out;
+}
+
 int run_command(const std::string& cmd) {
     const int st = std::system(cmd.c_str());
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -375,6 +393,7 @@ TEST_F(SystemdBackendTest, StopLeavesNoUnitAndNoProcess) {
     ASSERT_TRUE(pidfd);
     EXPECT_TRUE(pidfd_alive(pidfd.get()));
     EXPECT_TRUE(unit_listed(s->unit()));
+    EXPECT_EQ(unit_refs(bus_.get(), s->unit()).size(), 1u) << "AddRef=yes holds the unit for us";
     stop(*s);
     EXPECT_FALSE(unit_listed(s->unit()));
     EXPECT_FALSE(pidfd_alive(pidfd.get()));
@@ -583,6 +602,46 @@ TEST_F(SystemdBackendTest, ExitDuringDaemonReexecIsStillReported) {
     EXPECT_EQ(o.status.code, 5);
     stop(*s);
     EXPECT_FALSE(unit_listed(s->unit()));
+}
+
+}  // namespace
+}  // namespace ptyvisor::backends
+
+namespace ptyvisor::backends {
+namespace {
+
+TEST_F(SystemdBackendTest, SessionSurvivesBusRestart) {
+    Pty pty;
+    Observed o;
+    auto s = start({"/bin/sh", "-c", "echo before; read line; echo \"got:$line\"; exit 6"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started && pty.contains("before"); }));
+    // dbus-daemon goes away: sd-bus reports Disconnected, the backend reconnects, takes a new
+    // reference on the unit, re-adds its matches and re-reads the state.
+    bus_.reset();
+    ASSERT_EQ(run_command("systemctl restart dbus.service"), 0);
+    bus_ = open_test_bus();
+    // While the bus was down nobody held a reference on the unit (references belong to a
+    // connection): had the command ended then, systemd could have collected the unit and
+    // the exit would read Unknown/BackendFailed. Wait until the backend holds a reference
+    // again, then let the command finish: its exact status must come through.
+    ASSERT_TRUE(run_until(event_, [&] { return !unit_refs(bus_.get(), s->unit()).empty(); }));
+    pty.write("hello\n");
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited && pty.contains("got:hello"); }));
+    EXPECT_EQ(o.status.kind, ExitStatus::Kind::Exited);
+    EXPECT_EQ(o.status.code, 6);
+    EXPECT_EQ(o.status.unit_result, "exit-code");
+    stop(*s);
+    EXPECT_FALSE(unit_listed(s->unit()));
+
+    // The backend still starts sessions on its new connection.
+    Pty pty2;
+    Observed o2;
+    auto s2 = start({"/bin/sh", "-c", "exit 7"}, pty2, o2);
+    ASSERT_TRUE(s2);
+    ASSERT_TRUE(run_until(event_, [&] { return o2.exited; }));
+    EXPECT_EQ(o2.status.code, 7);
+    stop(*s2);
 }
 
 }  // namespace

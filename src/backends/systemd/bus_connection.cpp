@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 namespace ptyvisor::backends::systemd {
 namespace {
@@ -13,6 +14,10 @@ constexpr std::uint64_t kStartupCallTimeoutUsec = 10'000'000;
 }  // namespace
 
 bool is_transport_error(const sd_bus_error* error) {
+    // While dbus-daemon restarts before systemd is back on the bus, a call to
+    // org.freedesktop.systemd1 triggers bus activation, which fails with Spawn.* errors.
+    if (error && error->name && std::string_view(error->name).rfind("org.freedesktop.DBus.Error.Spawn.", 0) == 0)
+        return true;
     return sd_bus_error_has_names(error, SD_BUS_ERROR_NO_REPLY, SD_BUS_ERROR_DISCONNECTED,
                                   SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
                                   SD_BUS_ERROR_TIMEOUT, SD_BUS_ERROR_NO_SERVER) != 0;

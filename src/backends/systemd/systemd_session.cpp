@@ -567,18 +567,26 @@ void SystemdSession::bus_lost() {
 void SystemdSession::bus_ready(bool new_bus) {
     if (new_bus) {
         add_matches();
-        if (ref_held_) {
-            // Our reference belonged to the old connection; take one on this one.
-            std::string why;
-            MessagePtr m = conn_->manager_call("RefUnit", why);
-            if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
-                conn_->call_async(ref_call_, m.get(), &SystemdSession::on_ref_reply, this);
-        }
+        // Our reference belonged to the old connection: take one on this one, and keep
+        // trying on every bus_ready until systemd confirms it.
+        if (ref_held_) ref_confirmed_ = false;
+    }
+    if (ref_held_ && !ref_confirmed_) {
+        std::string why;
+        MessagePtr m = conn_->manager_call("RefUnit", why);
+        if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
+            conn_->call_async(ref_call_, m.get(), &SystemdSession::on_ref_reply, this);
     }
     resync();
 }
 
-int SystemdSession::on_ref_reply(sd_bus_message*, void*, sd_bus_error*) { return 0; }
+int SystemdSession::on_ref_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* self = static_cast<SystemdSession*>(userdata);
+    if (!sd_bus_message_is_method_error(m, nullptr)) self->ref_confirmed_ = true;
+    // NoSuchUnit: resync's GetUnit reports the unit as vanished. Transport errors: retried
+    // on the next bus_ready.
+    return 0;
+}
 
 void SystemdSession::read_active_state() {
     sd_bus_message* raw = nullptr;

@@ -15,7 +15,11 @@
 //   stop():    StopUnit(replace); done when the unit is gone (UnitRemoved, or NoSuchUnit) and
 //              the main process's pidfd has polled readable; KillUnit(SIGKILL) at the deadline.
 // After a systemd re-execution or a bus reconnect the session re-reads its state (resync),
-// so a unit that ended in the gap still produces on_exited.
+// so a unit that ended in the gap still produces on_exited. Across daemon-reexec systemd keeps
+// our reference (it serialises it), so the exact status survives. Across a bus reconnect the
+// reference belonged to the old connection: it is re-taken (RefUnit, retried until systemd
+// confirms), but a unit that ended *and* was collected before that can no longer tell its
+// status; on_exited then reports Kind::Unknown with reason BackendFailed.
 #pragma once
 
 #include <memory>
@@ -132,6 +136,7 @@ private:
     std::vector<std::pair<std::string, std::string>> early_jobs_;  // job path, result
     bool unit_ended_ = false;   // ActiveState inactive/failed was seen
     bool ref_held_ = true;      // AddRef=yes
+    bool ref_confirmed_ = true; // false after a reconnect until RefUnit succeeds
     bool unit_gone_ = false;
 
     bool stopping_ = false;
