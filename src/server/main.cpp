@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "backends/factory.h"
+#include "backends/systemd/systemd_backend.h"
 #include "common/event.h"
 #include "common/log.h"
 #include "server/account.h"
@@ -47,6 +48,10 @@ int run(const Flags& flags) {
         return 2;
     }
     std::string why;
+    if (!backends::validate_systemd_properties(config.session_properties, why)) {
+        std::cerr << "ptyvisord: [session.properties]: " << why << "\n";
+        return 2;
+    }
     auto account = server::resolve_account(config.user, why);
     if (!account) {
         std::cerr << "ptyvisord: " << why << "\n";
