@@ -218,6 +218,7 @@ void Connection::start_session(protocol::StartRequest request, UniqueFd cwd) {
     phase_ = Phase::Starting;
     started_at_ = static_cast<std::int64_t>(std::time(nullptr));
     add_io(server_.event(), pty_source_, master_.get(), EPOLLIN, [this](std::uint32_t r) { on_pty(r); });
+    update_pty_events();  // nothing is read before STARTED is sent: OUTPUT never precedes it
     log_info("session starting", {{"UNIT", unit}, {"PEER_PID", std::to_string(peer_pid())},
                                   {"PEER_UID", std::to_string(peer_.cred.uid)}, {"ARGV0", argv0_}});
 }
@@ -225,6 +226,7 @@ void Connection::start_session(protocol::StartRequest request, UniqueFd cwd) {
 void Connection::on_started(pid_t pid) {
     if (phase_ != Phase::Starting) return;
     phase_ = Phase::Running;
+    started_ = true;
     handshake_timer_.reset();
     out_.push(FrameType::Started, protocol::encode(protocol::Started{session_->unit(), pid}));
     log_info("session started", {{"UNIT", session_->unit()}, {"MAIN_PID", std::to_string(pid)}});
@@ -276,6 +278,8 @@ void Connection::on_pty(std::uint32_t revents) {
 }
 
 void Connection::read_pty() {
+    // Output goes out only between STARTED and the last frame.
+    if (!started_ || exit_queued_) return;
     const std::size_t limit = server_.config().limits.output_buffer_bytes;
     while (master_ && !pty_closed_ && out_.size() < limit) {
         auto space = out_.prepare_output(protocol::kMaxIoPayloadSize);
@@ -348,7 +352,9 @@ void Connection::update_socket_events() {
 void Connection::update_pty_events() {
     if (!pty_source_) return;
     std::uint32_t events = 0;
-    if (!pty_closed_ && out_.size() < server_.config().limits.output_buffer_bytes) events |= EPOLLIN;
+    if (started_ && !exit_queued_ && !pty_closed_ &&
+        out_.size() < server_.config().limits.output_buffer_bytes)
+        events |= EPOLLIN;
     if (!held_input_.empty() && phase_ == Phase::Running && !pty_closed_) events |= EPOLLOUT;
     set_io_events(pty_source_, events);
 }

@@ -129,6 +129,7 @@ private:
     bool stop_requested_ = false, stopped_ = false, pty_closed_ = false, drain_expired_ = false;
     bool exit_queued_ = false;
     bool close_after_stop_ = false;
+    bool started_ = false;  // STARTED is queued: output may follow
 };
 
 }  // namespace ptyvisor::server
