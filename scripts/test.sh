@@ -1,7 +1,8 @@
 #!/bin/bash
 # The whole test suite, as CI runs it:
 #   1. the default build and every CTest test (unit, integration on the direct backend,
-#      and the systemd suite inside a private systemd);
+#      and the systemd suite inside a private systemd), the .deb package installed and run
+#      as its unit, and a smoke pass of the benchmarks;
 #   2. the same tests under ASan+UBSan;
 #   3. a short, bounded libFuzzer pass over every decoder.
 # PTYVISOR_SKIP_ASAN=1 or PTYVISOR_SKIP_FUZZ=1 leave a stage out for quick local runs.
@@ -14,6 +15,12 @@ scripts/ensure-test-account.sh
 echo "== default build"
 scripts/build.sh default
 ctest --preset default -j "$jobs"
+
+echo "== package: build the .deb, install it, run it as the systemd unit would"
+scripts/test-package.sh build/default
+
+echo "== benchmarks, smoke size"
+if [ -x bench/run.sh ]; then bench/run.sh --smoke --out build/bench-smoke; fi
 
 if [ "${PTYVISOR_SKIP_ASAN:-0}" != 1 ]; then
   echo "== ASan+UBSan build"

@@ -19,6 +19,7 @@ void set_log_level(LogLevel max_level);
 
 inline void log_error(std::string_view m, std::initializer_list<LogField> f = {}) { log_message(LogLevel::Error, m, f); }
 inline void log_warning(std::string_view m, std::initializer_list<LogField> f = {}) { log_message(LogLevel::Warning, m, f); }
+inline void log_notice(std::string_view m, std::initializer_list<LogField> f = {}) { log_message(LogLevel::Notice, m, f); }
 inline void log_info(std::string_view m, std::initializer_list<LogField> f = {}) { log_message(LogLevel::Info, m, f); }
 inline void log_debug(std::string_view m, std::initializer_list<LogField> f = {}) { log_message(LogLevel::Debug, m, f); }
 

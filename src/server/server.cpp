@@ -44,6 +44,12 @@ int Server::serve(UniqueFd listener) {
     sd_event_source* s = nullptr;
     if (sd_event_add_signal(event_, &s, SIGTERM, on_signal, this) >= 0) sigterm_source_.reset(s);
     if (sd_event_add_signal(event_, &s, SIGINT, on_signal, this) >= 0) sigint_source_.reset(s);
+    // SIGHUP would end us without cleanup; configuration is read at start only, so say so.
+    auto on_hangup = [](sd_event_source*, const signalfd_siginfo*, void*) {
+        log_notice("SIGHUP ignored: restart ptyvisord to apply a new configuration");
+        return 0;
+    };
+    if (sd_event_add_signal(event_, &s, SIGHUP, on_hangup, nullptr) >= 0) sighup_source_.reset(s);
     // sd-event pings the service manager's watchdog itself when WATCHDOG_USEC is set.
     sd_event_set_watchdog(event_, 1);
     sd_notifyf(0, "READY=1\nSTATUS=Serving on %s with the %s backend", config_.socket.c_str(),

@@ -58,7 +58,7 @@ private:
     sd_event* event_;
     Admission admission_;
     UniqueFd listener_;
-    EventSource accept_source_, sigterm_source_, sigint_source_, reap_source_, watchdog_source_;
+    EventSource accept_source_, sigterm_source_, sigint_source_, sighup_source_, reap_source_, watchdog_source_;
     std::map<Connection*, std::unique_ptr<Connection>> connections_;
     std::vector<std::unique_ptr<Connection>> retired_;
     std::uint64_t serial_ = 0;

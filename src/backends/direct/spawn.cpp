@@ -19,7 +19,7 @@ namespace ptyvisor::backends::direct {
 namespace {
 
 // What the child tells the parent when it fails: the step and errno.
-enum class Step : int { Setsid = 1, ControllingTty, Stdio, Groups, Gid, Uid, Chdir, Exec };
+enum class Step : int { Cgroup = 1, Setsid, ControllingTty, Stdio, Groups, Gid, Uid, Chdir, Exec };
 
 struct Failure {
     int step;
@@ -110,6 +110,23 @@ pid_t clone_into(int cgroup_dir, int& pidfd) {
     return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
 }
 
+// Where clone3 is filtered (seccomp returns ENOSYS, as systemd's @system-service does):
+// fork, and the child joins its cgroup itself before anything else, so that no process of
+// the session ever runs outside it.
+pid_t fork_into(int cgroup_dir, int status_fd, int& pidfd) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        if (cgroup_dir >= 0) {
+            const int procs = ::openat(cgroup_dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+            if (procs < 0 || ::write(procs, "0", 1) != 1) child_fail(status_fd, Step::Cgroup);
+            ::close(procs);
+        }
+        return 0;
+    }
+    if (pid > 0) pidfd = pidfd_open(pid);  // unreaped, so the PID is still this child's
+    return pid;
+}
+
 }  // namespace
 
 Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why) {
@@ -128,13 +145,20 @@ Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why)
     const auto envp = c_array(spec.env);
 
     int pidfd = -1;
-    const pid_t pid = clone_into(cgroup_dir, pidfd);
+    pid_t pid = clone_into(cgroup_dir, pidfd);
+    if (pid < 0 && (errno == ENOSYS || errno == EPERM)) pid = fork_into(cgroup_dir, status_write.get(), pidfd);
     if (pid < 0) {
         why = std::string("clone3: ") + std::strerror(errno);
         return out;
     }
     if (pid == 0) become_session(spec, status_write.get(), candidates, argv.data(), envp.data());
     out.pidfd.reset(pidfd);
+    if (!out.pidfd) {
+        why = std::string("pidfd_open: ") + std::strerror(errno);
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        return out;
+    }
     out.pid = pid;
     out.exec_status = std::move(status_read);
     return out;
@@ -146,6 +170,7 @@ std::string describe_exec_failure(const unsigned char* data, std::size_t size, c
     std::memcpy(&f, data, sizeof f);
     const std::string err = std::strerror(f.error);
     switch (static_cast<Step>(f.step)) {
+        case Step::Cgroup: return "cannot join the session cgroup: " + err;
         case Step::Setsid: return "setsid: " + err;
         case Step::ControllingTty: return "cannot acquire the terminal: " + err;
         case Step::Stdio: return "cannot attach the terminal: " + err;
