@@ -465,7 +465,7 @@ class Suite:
                 continue
             per = (b["rss_kib"] - idle2["rss_kib"]) / k
             r = {"rss_kib": b["rss_kib"], "pss_kib": b["pss_kib"], "per_session_kib": per,
-                 "fds_per_session": (b["fds"] - self.baseline_fds) / k, "start_all_s": info["seconds"],
+                 "fds_per_session": (b["fds"] - idle["fds"]) / k, "start_all_s": info["seconds"],
                  "wakeups_per_s": (b["switches"] - a["switches"]) / window,
                  "runs_per_s": (b["runs"] - a["runs"]) / window, "cpu_s": b["cpu"] - a["cpu"]}
             out["sessions"][str(k)] = r
@@ -527,7 +527,10 @@ class Suite:
             return
         n = 8 << 20 if self.smoke else 64 << 20
         outf = os.path.join(self.tmp, "strace.txt")
-        st = subprocess.Popen(["strace", "-c", "-f", "-o", outf, "-p", str(self.daemon.pid)],
+        # Every thread of the daemon, but not -f: the session's command is the daemon's child
+        # (fork+exec), and -f would count its reads and writes as the daemon's.
+        tids = sorted(os.listdir(f"/proc/{self.daemon.pid}/task"))
+        st = subprocess.Popen(["strace", "-c", "-o", outf] + [a for t in tids for a in ("-p", t)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.append((st, lambda q: q.send_signal(signal.SIGINT)))
         time.sleep(0.5)
@@ -670,7 +673,7 @@ class Suite:
             if "syscalls" in R:
                 s = R["syscalls"]
                 top = ", ".join(f"{k} {v:.1f}" for k, v in list(s["by_call_per_mb"].items())[:8])
-                L.append(f"- syscalls per MB: {s['per_mb']:.1f} (strace -c -f, {s['bytes'] >> 20} MiB): {top}")
+                L.append(f"- syscalls per MB: {s['per_mb']:.1f} (strace -c on every daemon thread, {s['bytes'] >> 20} MiB): {top}")
             L.append("")
         if "micro" in R:
             L += ["### Protocol micro-benchmarks (Google Benchmark)", "", "| benchmark | time | payload GB/s |", "| --- | --- | --- |"]
