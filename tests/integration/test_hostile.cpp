@@ -51,6 +51,8 @@ std::string name_of(Hostile h) {
     return "?";
 }
 
+void PrintTo(Hostile h, std::ostream* os) { *os << name_of(h); }
+
 // The codes a correct daemon may answer with. One each, except an INPUT carrying a
 // descriptor before START, which breaks two rules at once (wrong frame for the state, and a
 // descriptor on a frame other than START): error_code.h allows either code to be reported.

@@ -165,5 +165,63 @@ TEST_F(EndToEnd, NextStartCleansUpSessionsOrphanedByAKilledDaemon) {
     EXPECT_TRUE(e->exited_with(0)) << e->describe() << "\n" << c->transcript();
 }
 
+// A client that stops reading stalls the session (backpressure); once it has not read for
+// longer than the operation timeout, its session ends. The client here never reads again,
+// so the daemon cannot necessarily deliver an EXIT: the test asserts what must hold either
+// way, that the session's processes are killed and the connection is closed.
+TEST_F(EndToEnd, ClientThatStopsReadingLosesItsSessionAfterTheOperationTimeout) {
+    DaemonConfig cfg = config();
+    cfg.operation = 1;
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    auto client = connect_as_account();
+    ASSERT_NE(client, nullptr);
+    ASSERT_TRUE(start_session(*client, {"sh", "-c", "trap '' HUP; echo pid=$$; exec yes"}));
+    const auto pid = read_number(*client, "pid=");
+    ASSERT_TRUE(pid);
+    UniqueFd pidfd = open_pidfd(*pid);
+    ASSERT_TRUE(pidfd);
+    // From here on the client reads nothing: `yes` fills the socket and the terminal.
+    EXPECT_TRUE(wait_pidfd_exit(pidfd.get(), Millis(1000) + kCleanup))
+        << "the session of a client that stopped reading is still running";
+    // Whatever was queued may still be read; then EXIT (client_stalled) or the end.
+    std::optional<protocol::ExitStatus> exit;
+    Incoming in;
+    for (;;) {
+        in = client->next(Millis(10000));
+        if (in.kind != Incoming::Kind::Frame || in.frame.type != FrameType::Output) break;
+    }
+    if (in.kind == Incoming::Kind::Frame && in.frame.type == FrameType::Exit) {
+        const auto decoded = protocol::decode_exit(in.frame.text());
+        ASSERT_TRUE(decoded) << decoded.error;
+        EXPECT_EQ(protocol::to_string(decoded.value->reason), "client_stalled");
+        in = client->next(Millis(10000));
+    }
+    EXPECT_EQ(in.kind, Incoming::Kind::Eof) << "then: " << in.describe();
+}
+
+// INPUT sent together with START, before the command has even been started, is held and
+// delivered to the command.
+TEST_F(EndToEnd, InputSentBeforeTheCommandStartsIsDelivered) {
+    ASSERT_NE(start_daemon(), nullptr);
+    auto client = connect_as_account();
+    ASSERT_NE(client, nullptr);
+    UniqueFd cwd = open_work_dir();
+    ASSERT_TRUE(cwd);
+    auto frames = protocol::encode_frame(
+        FrameType::Start,
+        protocol::encode(RawClient::start_request(
+            {"sh", "-c", "stty -echo; read x; echo got=$x"}, session_env(), cwd.get())));
+    const auto input = protocol::encode_frame(FrameType::Input, std::string("early\n"));
+    frames.insert(frames.end(), input.begin(), input.end());
+    ASSERT_EQ(client->send(frames, {cwd.get()}), 0);
+    std::string seen;
+    ASSERT_TRUE(client->expect_started(Millis(20000), &seen)) << seen;
+    const auto exit = client->read_until_exit(Millis(20000), &seen);
+    ASSERT_TRUE(exit) << seen << "; output: " << client->output();
+    EXPECT_EQ(exit->shell_status(), 0);
+    EXPECT_NE(without_cr(client->output()).find("got=early\n"), std::string::npos)
+        << "output: " << client->output();
+}
+
 }  // namespace
 }  // namespace ptyvisor::itest

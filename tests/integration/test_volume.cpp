@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "support/fixture.h"
 
@@ -21,6 +22,7 @@ TEST_F(EndToEnd, BackToBackRunsLoseNoByte) {
     const std::string filler(200, 'x');
     std::size_t lost = 0;
     std::string first_loss;
+    std::map<std::string, int> kinds;
     const auto t0 = Clock::now();
     for (std::size_t i = 0; i < runs; ++i) {
         const std::string expected = "begin-" + std::to_string(i) + "-" + filler + "-end";
@@ -31,14 +33,62 @@ TEST_F(EndToEnd, BackToBackRunsLoseNoByte) {
         if (!e->exited_with(0) || c->out() != expected) {
             if (lost++ == 0)
                 first_loss = "run " + std::to_string(i) + ": " + e->describe() + "\n" + c->transcript();
+            ++kinds[e->describe() + (c->out().empty() ? ", no output" : ", output differs") +
+                    ", stderr: " + c->err().substr(0, c->err().find('\n'))];
         }
     }
     const auto seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     RecordProperty("runs", static_cast<int>(runs));
     RecordProperty("seconds", std::to_string(seconds));
     std::cerr << runs << " runs in " << seconds << " s\n";
+    for (const auto& [what, n] : kinds) ADD_FAILURE() << n << " of " << runs << " runs: " << what;
     EXPECT_EQ(lost, 0u) << lost << " of " << runs << " runs lost output or failed; first: "
                         << first_loss;
+}
+
+// The same at the protocol level, so that a loss can be told apart from a client bug: each
+// session's frames come as STARTED, OUTPUT..., EXIT, then the end of the connection, and the
+// OUTPUT frames carry exactly what the command wrote.
+TEST_F(EndToEnd, BackToBackRawSessionsAreFramedInOrderAndComplete) {
+    DaemonConfig cfg = config();
+    cfg.admissions_per_minute = 1000000;
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    const std::size_t runs = scaled(1000, 5000);
+    const std::string filler(200, 'x');
+    std::map<std::string, int> problems;
+    std::string first;
+    for (std::size_t i = 0; i < runs; ++i) {
+        const std::string expected = "begin-" + std::to_string(i) + "-" + filler + "-end";
+        auto c = connect_as_account();
+        ASSERT_NE(c, nullptr);
+        UniqueFd cwd = open_work_dir();
+        ASSERT_EQ(c->send_start(RawClient::start_request({"printf", "%s", expected}, session_env(),
+                                                         cwd.get()),
+                                {cwd.get()}),
+                  0);
+        std::string seen;
+        std::string problem;
+        if (!c->expect_started(Millis(20000), &seen)) {
+            problem = "no STARTED first: " + seen.substr(0, 120);
+        } else if (const auto exit = c->read_until_exit(Millis(20000), &seen); !exit) {
+            problem = "no EXIT after OUTPUT: " + seen.substr(0, 120);
+        } else if (exit->shell_status() != 0 || exit->reason != protocol::ExitReason::Exited) {
+            problem = "EXIT " + std::string(protocol::to_string(exit->reason)) + " status " +
+                      std::to_string(exit->shell_status());
+        } else if (c->output() != expected) {
+            problem = "output differs";
+        } else if (!c->expect_eof(Millis(10000), &seen)) {
+            problem = "after EXIT: " + seen.substr(0, 120);
+        }
+        if (!problem.empty()) {
+            // Group by the kind of problem (the part before the first digit-heavy detail).
+            ++problems[problem.substr(0, problem.find(':'))];
+            if (first.empty())
+                first = "run " + std::to_string(i) + ": " + problem + "; output '" + c->output() + "'";
+        }
+    }
+    for (const auto& [what, n] : problems) ADD_FAILURE() << n << " of " << runs << " runs: " << what;
+    EXPECT_TRUE(problems.empty()) << "first: " << first;
 }
 
 // Sleeps between reads: this is the client's reading speed (the behaviour under test), not

@@ -153,7 +153,7 @@ std::string Incoming::describe() const {
         case Kind::Frame: return frame_summary(frame);
         case Kind::Eof: return "end of stream";
         case Kind::Timeout: return "nothing (timeout)";
-        case Kind::BadStream: return "an undecodable stream";
+        case Kind::BadStream: return "an undecodable stream: header " + detail;
     }
     return "?";
 }
@@ -219,9 +219,20 @@ Incoming RawClient::next(Millis timeout, std::size_t read_chunk) {
             const auto h = protocol::parse_header(
                 std::span<const std::uint8_t, protocol::kHeaderSize>(buffer_.data() + start_,
                                                                      protocol::kHeaderSize));
-            if (!h.header) return {Incoming::Kind::BadStream, {}};
+            if (!h.header) {
+                Incoming bad{Incoming::Kind::BadStream, {}, {}};
+                static constexpr char kHex[] = "0123456789abcdef";
+                for (std::size_t i = 0; i < protocol::kHeaderSize; ++i) {
+                    bad.detail += kHex[buffer_[start_ + i] >> 4];
+                    bad.detail += kHex[buffer_[start_ + i] & 15];
+                    bad.detail += ' ';
+                }
+                bad.detail += "(" + std::string(protocol::to_string(h.error)) + ", " +
+                              std::to_string(received_) + " bytes received before)";
+                return bad;
+            }
             if (buffer_.size() - start_ >= protocol::kHeaderSize + h.header->length) {
-                Incoming in{Incoming::Kind::Frame, {}};
+                Incoming in{Incoming::Kind::Frame, {}, {}};
                 in.frame.type = h.header->type;
                 const auto first =
                     buffer_.begin() + static_cast<std::ptrdiff_t>(start_ + protocol::kHeaderSize);
@@ -235,14 +246,15 @@ Incoming RawClient::next(Millis timeout, std::size_t read_chunk) {
             }
         }
         if (!(wait_fd(socket_.get(), POLLIN, deadline) & (POLLIN | POLLHUP | POLLERR)))
-            return {Incoming::Kind::Timeout, {}};
+            return {Incoming::Kind::Timeout, {}, {}};
         const ssize_t n = ::recv(socket_.get(), buf.data(), buf.size(), MSG_DONTWAIT);
-        if (n == 0) return {Incoming::Kind::Eof, {}};
+        if (n == 0) return {Incoming::Kind::Eof, {}, {}};
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN) continue;
             // ECONNRESET: the daemon closed with our bytes unread. Same as EOF for us.
-            return {Incoming::Kind::Eof, {}};
+            return {Incoming::Kind::Eof, {}, {}};
         }
+        received_ += static_cast<std::size_t>(n);
         if (start_ > 0 && start_ > buffer_.size() / 2) {
             buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(start_));
             start_ = 0;

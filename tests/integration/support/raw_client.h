@@ -46,6 +46,7 @@ struct Incoming {
     enum class Kind { Frame, Eof, Timeout, BadStream };
     Kind kind = Kind::Timeout;
     protocol::Frame frame{};
+    std::string detail;  // BadStream: the offending header bytes
     std::string describe() const;
 };
 
@@ -89,6 +90,7 @@ private:
     UniqueFd socket_;
     std::vector<std::uint8_t> buffer_;
     std::size_t start_ = 0;
+    std::size_t received_ = 0;  // bytes of frames consumed from the socket so far
     std::string output_;
 };
 
