@@ -382,7 +382,7 @@ void Connection::end(ExitReason reason) {
     ending_ = true;
     reason_ = reason;
     phase_ = Phase::Ending;
-    if (reason == ExitReason::Disconnected || reason == ExitReason::ClientStalled) out_ = OutputQueue();
+    if (reason == ExitReason::Disconnected || reason == ExitReason::ClientStalled) out_.drop_unsent();
     if (session_) return stop_session();
     maybe_finish();
 }
@@ -452,7 +452,7 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
         // A session exists: ERROR replaces EXIT, and the session is cleaned up as usual.
         ending_ = true;
         phase_ = Phase::Ending;
-        out_ = OutputQueue();
+        out_.drop_unsent();
         out_.push(FrameType::Error, protocol::encode(protocol::ErrorReply{code, message}));
         exit_queued_ = true;
         stop_session();

@@ -15,9 +15,33 @@ void OutputQueue::push(protocol::FrameType type, std::string_view payload) {
 }
 
 void OutputQueue::compact() {
-    if (start_ > 0 && start_ >= data_.size() / 2) {
-        data_.erase(data_.begin(), data_.begin() + static_cast<std::ptrdiff_t>(start_));
-        start_ = 0;
+    advance_head();
+    // Erase whole sent frames only: the frame being sent must stay findable (drop_unsent).
+    if (head_start_ > 0 && head_start_ >= data_.size() / 2) {
+        data_.erase(data_.begin(), data_.begin() + static_cast<std::ptrdiff_t>(head_start_));
+        start_ -= head_start_;
+        head_end_ -= head_start_;
+        head_start_ = 0;
+    }
+}
+
+void OutputQueue::advance_head() {
+    while (head_end_ <= start_ && head_end_ < data_.size()) {
+        head_start_ = head_end_;
+        const std::uint8_t* h = data_.data() + head_start_;
+        const std::uint32_t length = (std::uint32_t{h[4]} << 24) | (std::uint32_t{h[5]} << 16) |
+                                     (std::uint32_t{h[6]} << 8) | std::uint32_t{h[7]};
+        head_end_ = head_start_ + kHeaderSize + length;
+    }
+}
+
+void OutputQueue::drop_unsent() {
+    advance_head();
+    if (start_ > head_start_ && start_ < head_end_) {
+        data_.resize(head_end_);  // finish the frame the client has begun to read
+    } else {
+        data_.clear();
+        start_ = head_start_ = head_end_ = 0;
     }
 }
 
@@ -51,7 +75,7 @@ OutputQueue::Flush OutputQueue::flush(int socket, bool& progress) {
         start_ += static_cast<std::size_t>(n);
     }
     data_.clear();
-    start_ = 0;
+    start_ = head_start_ = head_end_ = 0;
     // An idle session should not keep a burst's worth of memory.
     if (data_.capacity() > kIdleCapacity) data_.shrink_to_fit();
     return Flush::Drained;

@@ -100,3 +100,51 @@ TEST(OutputQueue, FailsWhenThePeerIsGone) {
 
 }  // namespace
 }  // namespace ptyvisor::server
+
+namespace ptyvisor::server {
+namespace {
+
+// A client that stops reading mid-frame must still get a well-framed stream: the frame it
+// has begun is finished, the rest dropped, and what is queued after (EXIT) decodes.
+TEST(OutputQueue, DropUnsentKeepsTheStreamFramed) {
+    Pair p;
+    OutputQueue q;
+    for (int i = 0; i < 64; ++i) {
+        auto space = q.prepare_output(protocol::kMaxIoPayloadSize - 7);  // frames straddle buffers
+        std::memset(space.data(), 'x', space.size());
+        q.commit_output(space.size());
+    }
+    bool progress = false;
+    ASSERT_EQ(q.flush(p.a.get(), progress), OutputQueue::Flush::Blocked);
+    q.drop_unsent();
+    q.push(protocol::FrameType::Exit, "{}");
+    protocol::FrameDecoder d;
+    std::vector<protocol::Frame> frames;
+    std::uint8_t buf[65536];
+    for (int rounds = 0; rounds < 1000 && (frames.empty() || frames.back().type != protocol::FrameType::Exit);
+         ++rounds) {
+        for (ssize_t n; (n = ::recv(p.b.get(), buf, sizeof buf, MSG_DONTWAIT)) > 0;) {
+            d.feed(std::span(buf, static_cast<std::size_t>(n)));
+            protocol::Frame f;
+            for (protocol::FrameDecoder::Status st; (st = d.next(f)) != protocol::FrameDecoder::Status::NeedMore;) {
+                ASSERT_EQ(st, protocol::FrameDecoder::Status::Ready) << "stream lost framing";
+                frames.push_back(f);
+            }
+        }
+        q.flush(p.a.get(), progress);
+    }
+    ASSERT_FALSE(frames.empty());
+    EXPECT_EQ(frames.back().type, protocol::FrameType::Exit);
+    EXPECT_LT(frames.size(), 65u) << "unsent frames were not dropped";
+    for (std::size_t i = 0; i + 1 < frames.size(); ++i) EXPECT_EQ(frames[i].type, protocol::FrameType::Output);
+}
+
+TEST(OutputQueue, DropUnsentOnAFrameBoundaryDropsEverything) {
+    OutputQueue q;
+    q.push(protocol::FrameType::Exit, "{}");
+    q.drop_unsent();
+    EXPECT_TRUE(q.empty());
+}
+
+}  // namespace
+}  // namespace ptyvisor::server

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -220,7 +221,7 @@ public:
                 why = "cannot read the peer's cgroup";
                 return false;
             }
-            if (cgroup->rfind(root_->relative() + "/", 0) == 0) {
+            if (cgroup->rfind(root_->all_sessions() + "/", 0) == 0) {
                 why = "the peer runs inside a ptyvisor session";
                 return false;
             }
@@ -363,10 +364,20 @@ bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& why
     return ok;
 }
 
+// The cgroup directory of one daemon instance: a digest of its state directory (FNV-1a),
+// stable across restarts so that the next start finds what a crash left.
+std::string instance_name(const std::string& state_directory) {
+    std::uint64_t h = 14695981039346656037ull;
+    for (const unsigned char c : state_directory) h = (h ^ c) * 1099511628211ull;
+    char name[32];
+    std::snprintf(name, sizeof name, "instance-%016llx", static_cast<unsigned long long>(h));
+    return name;
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> make_direct_backend(const BackendOptions& options, std::string& why) {
-    auto backend = std::make_unique<DirectBackend>(options, CgroupRoot::open());
+    auto backend = std::make_unique<DirectBackend>(options, CgroupRoot::open(instance_name(options.state_directory)));
     if (backend->prepare(why) < 0) return nullptr;
     return backend;
 }

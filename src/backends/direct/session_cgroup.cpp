@@ -12,14 +12,15 @@
 
 namespace ptyvisor::backends::direct {
 
-std::optional<CgroupRoot> CgroupRoot::open() {
+std::optional<CgroupRoot> CgroupRoot::open(const std::string& instance) {
     const auto mount = cgroup2_mount();
     const auto own = own_cgroup();
     if (!mount || !own) return std::nullopt;
     CgroupRoot root;
-    root.relative_ = (*own == "/" ? std::string() : *own) + "/ptyvisor.sessions";
-    root.path_ = *mount + root.relative_;
-    if (::mkdir(root.path_.c_str(), 0755) < 0 && errno != EEXIST) return std::nullopt;
+    root.all_sessions_ = (*own == "/" ? std::string() : *own) + "/ptyvisor.sessions";
+    root.path_ = *mount + root.all_sessions_ + "/" + instance;
+    for (const auto& dir : {*mount + root.all_sessions_, root.path_})
+        if (::mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) return std::nullopt;
     // cgroup.kill (Linux 5.14) is what makes ending a session atomic; without it we fall back.
     if (::access((root.path_ + "/cgroup.kill").c_str(), W_OK) < 0) return std::nullopt;
     return root;

@@ -1,6 +1,8 @@
 // SessionCgroup: the cgroup v2 directory that holds every process of one direct session.
 //
-// Layout: <cgroup2 mount><daemon's cgroup>/ptyvisor.sessions/<unit name>. A session's
+// Layout: <cgroup2 mount><daemon's cgroup>/ptyvisor.sessions/<instance>/<unit name>, where
+// <instance> names one daemon's state directory: two daemons that share a cgroup (as on a
+// machine without systemd) never clean up each other's sessions. A session's
 // processes cannot leave it (moving needs write access to another cgroup, which the
 // account lacks), so membership is how we recognise them, and cgroup.kill ends them all at
 // once, double-forked daemons included.
@@ -18,15 +20,16 @@ class CgroupRoot {
 public:
     // The sessions directory under our own cgroup, created if missing; nullopt when this
     // machine gives us no writable cgroup v2 with cgroup.kill.
-    static std::optional<CgroupRoot> open();
+    static std::optional<CgroupRoot> open(const std::string& instance);
 
     [[nodiscard]] const std::string& path() const { return path_; }             // absolute
-    [[nodiscard]] const std::string& relative() const { return relative_; }     // as in /proc/PID/cgroup
+    // Every instance's sessions, as in /proc/PID/cgroup: a process under it is in a session.
+    [[nodiscard]] const std::string& all_sessions() const { return all_sessions_; }
     [[nodiscard]] std::vector<std::string> children() const;                    // leftover session dirs
 
 private:
     std::string path_;
-    std::string relative_;
+    std::string all_sessions_;
 };
 
 // Creates <root>/<name>. Returns the absolute path or nullopt with errno set.
