@@ -92,8 +92,9 @@ TEST_F(EndToEnd, ResizeOfTheClientTerminalReachesTheSession) {
 TEST_F(EndToEnd, CtrlCReachesTheForegroundProcessGroup) {
     ASSERT_NE(start_daemon(), nullptr);
     auto c = run_cli({"run", "--", "sh", "-c",
-                      "trap 'echo caught' INT; sleep 100 </dev/null >/dev/null 2>&1 & "
-                      "echo ready; wait; echo after; kill $!"},
+                      // The loop makes it race-free: ^C may land before `wait` begins.
+                      "trap 'echo caught; trapped=1' INT; sleep 100 </dev/null >/dev/null 2>&1 & "
+                      "echo ready; while [ -z \"$trapped\" ]; do wait; done; echo after; kill $!"},
                      Stdin::Pty);
     ASSERT_NE(c, nullptr);
     ASSERT_TRUE(c->wait_for_output("ready\r\n", kExit)) << c->transcript();
