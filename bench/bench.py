@@ -26,7 +26,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ACCOUNT = "ptyvisor-test"
-ALL = ["throughput", "latency", "start", "memory", "scale", "cpu", "syscalls", "micro"]
+# In run order: memory first, so that its idle numbers are those of a fresh daemon whose heap
+# no earlier transfer has grown.
+ALL = ["memory", "throughput", "latency", "start", "scale", "cpu", "syscalls", "micro"]
 REQUIRED = {"forkpty", "script", "ptyvisor", "ptyvisor-raw"}  # contenders that must always work
 TEXT_LINE = "some text line"
 
@@ -65,6 +67,7 @@ class Suite:
         self.harness = None
         self.ssh = None
         self.ssh_pid = None
+        self.cgroup = None
 
     # ---- processes -------------------------------------------------------------------------
 
@@ -117,6 +120,7 @@ class Suite:
                 os.kill(self.ssh_pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+        self.remove_cgroup()
         if self.harness:
             subprocess.run([os.path.join(ROOT, "tests/harness/down.sh"), self.harness["dir"]],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
@@ -136,8 +140,20 @@ class Suite:
         notify.settimeout(15)
         env = dict(os.environ, NOTIFY_SOCKET=notify_path)
         self.daemon_log = open(os.path.join(self.out, "ptyvisord.log"), "w")
+        # The direct backend keeps its sessions in <its own cgroup>/ptyvisor.sessions and, at
+        # start-up, kills every cgroup it finds there. Any other ptyvisord started from the same
+        # cgroup (a test suite on this machine) would kill our sessions: give ours a cgroup of
+        # its own.
+        self.cgroup = self.private_cgroup()
+        procs = os.path.join(self.cgroup, "cgroup.procs") if self.cgroup else None
+
+        def enter_cgroup():
+            if procs:
+                with open(procs, "w") as f:
+                    f.write("0")
         p = subprocess.Popen([self.bin["ptyvisord"], "--config", cfg], stdin=subprocess.DEVNULL,
-                             stdout=self.daemon_log, stderr=self.daemon_log, env=env, cwd=self.tmp)
+                             stdout=self.daemon_log, stderr=self.daemon_log, env=env, cwd=self.tmp,
+                             preexec_fn=enter_cgroup)
         self.procs.append((p, lambda q: q.send_signal(signal.SIGTERM)))
         try:
             while True:
@@ -150,6 +166,41 @@ class Suite:
             notify.close()
         self.daemon = p
         log(f"ptyvisord ready, pid {p.pid}")
+
+    def private_cgroup(self):
+        for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+            if os.path.exists(os.path.join(mount, "cgroup.procs")) and \
+                    subprocess.run(["stat", "-fc", "%T", mount], capture_output=True, text=True).stdout.strip() == "cgroup2fs":
+                break
+        else:
+            log("no cgroup2 hierarchy: ptyvisord shares its session cgroup root")
+            return None
+        with open("/proc/self/cgroup") as f:
+            own = next((line.strip()[3:] for line in f if line.startswith("0::")), "/")
+        path = os.path.join(mount + own, f"ptyvisor-bench-{os.getpid()}")
+        try:
+            os.mkdir(path)
+        except OSError as e:
+            log(f"cannot create {path} ({e}): ptyvisord shares its session cgroup root")
+            return None
+        return path
+
+    def remove_cgroup(self):
+        if not self.cgroup:
+            return
+        for _ in range(50):
+            try:
+                sessions = os.path.join(self.cgroup, "ptyvisor.sessions")
+                if os.path.isdir(sessions):
+                    for child in os.listdir(sessions):
+                        if os.path.isdir(os.path.join(sessions, child)):
+                            os.rmdir(os.path.join(sessions, child))
+                    os.rmdir(sessions)
+                os.rmdir(self.cgroup)
+                return
+            except OSError:
+                time.sleep(0.1)
+        log(f"could not remove {self.cgroup}")
 
     def proc_stat(self):
         """(cpu seconds, voluntary+involuntary context switches, schedstat runs, rss KiB, fds)."""
@@ -444,6 +495,9 @@ class Suite:
         """Memory per idle session and the idle daemon's wake-ups (the 'idle' numbers)."""
         counts = [16, 64] if self.smoke else [16, 256, 1000]
         window = 1.0 if self.smoke else 5.0
+        # One session first: the daemon opens a few things lazily (one descriptor stays).
+        self.termbench("start", "ptyvisor", ["true"], timeout=30, count=1, warmup=0)
+        time.sleep(0.5)
         idle = self.proc_stat()
         time.sleep(window)
         idle2 = self.proc_stat()
@@ -726,12 +780,13 @@ set xtics rotate by -20
 set title 'Output throughput (MB/s, median; higher is better)'
 set ylabel 'MB/s'
 set yrange [0:*]
-plot '{dat}' using 2:xtic(1), '' using 3
+{"plot '" + dat + "' using 2:xtic(1), '' using 3" if "throughput" in R else "unset key; plot 0 title 'no throughput data'"}
+set key top right autotitle columnheader
 set title 'Keystroke echo latency (us; lower is better)'
 set ylabel 'microseconds (log)'
 set logscale y
 set yrange [1:*]
-plot '{lat}' using 2:xtic(1), '' using 3, '' using 4, '' using 5
+{"plot '" + lat + "' using 2:xtic(1), '' using 3, '' using 4, '' using 5" if R.get("latency") else "unset key; plot 1 title 'no latency data'"}
 unset multiplot
 """
         r = subprocess.run(["gnuplot"], input=gp, text=True, capture_output=True, timeout=60)
