@@ -115,7 +115,7 @@ else
 fi
 
 # --- 3. configuration -------------------------------------------------------------------------
-"$ROOT/tests/harness/ensure-account.sh" "$ACCOUNT"
+"$ROOT/scripts/ensure-test-account.sh" "$ACCOUNT"
 check "ptyvisord --check-config (installed config, --user $ACCOUNT)" \
     /usr/sbin/ptyvisord --check-config --config /etc/ptyvisor/ptyvisord.toml --user "$ACCOUNT"
 check "ptyvisord --check-config (example config, --user $ACCOUNT)" \

@@ -8,7 +8,7 @@ BIN=$(realpath "${1:?usage: run.sh TEST_BINARY [ARGS...]}")
 shift
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root (it boots a private systemd)" >&2; exit 1; }
-"$HARNESS/ensure-account.sh" ptyvisor-test || exit 1
+"$HERE/../../scripts/ensure-test-account.sh" ptyvisor-test || exit 1
 
 STATE=$(mktemp -d /tmp/ptyvisor-systemd-test.XXXXXX)
 trap '"$HARNESS/down.sh" "$STATE/state"; rmdir "$STATE" 2>/dev/null' EXIT
