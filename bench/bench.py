@@ -646,7 +646,13 @@ class Suite:
                 "python": platform.python_version(), "git": cmd(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])}
 
     def write_reports(self, argv):
-        doc = {"command": "bench/run.sh " + " ".join(argv), "smoke": self.smoke, "machine": self.machine(),
+        shown, skip_next = [], False
+        for a in argv:  # run.sh passes --build itself
+            if skip_next or a == "--build":
+                skip_next = not skip_next
+                continue
+            shown.append(a)
+        doc = {"command": "bench/run.sh " + " ".join(shown), "smoke": self.smoke, "machine": self.machine(),
                "results": self.results, "failures": self.failures, "skips": self.skips,
                "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
         with open(os.path.join(self.out, "results.json"), "w") as f:
