@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
     const auto r = rel::run_agent(connect, cwd.get(), env, count);
     for (const double ms : r.ms) std::printf("lat %.3f\n", ms);
     for (const auto& [what, n] : r.failures) std::printf("failure %ld x %s\n", n, what.c_str());
+    for (const std::size_t i : r.failed_at) std::printf("failed request %zu\n", i);
     if (!r.first_failure.empty()) std::printf("first failure: %s\n", r.first_failure.c_str());
     const auto l = rel::summarize(r.ms);
     std::printf("summary %s\n", l.describe().c_str());

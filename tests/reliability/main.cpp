@@ -57,7 +57,10 @@ public:
     ~CgroupJail() {
         if (path_.empty()) return;
         write_file(parent_ + "/cgroup.procs", "0");
-        for (const auto& d : rel::subdirectories(path_ + "/ptyvisor.sessions")) ::rmdir(d.c_str());
+        for (const auto& d : rel::subdirectories(path_ + "/ptyvisor.sessions")) {
+            for (const auto& e : rel::subdirectories(d)) ::rmdir(e.c_str());
+            ::rmdir(d.c_str());
+        }
         ::rmdir((path_ + "/ptyvisor.sessions").c_str());
         ::rmdir(path_.c_str());
     }

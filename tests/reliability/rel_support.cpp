@@ -622,6 +622,7 @@ AgentResult run_agent(const std::function<UniqueFd()>& connect, int cwd_fd,
             }
         }
         if (!what.empty()) {
+            r.failed_at.push_back(i);
             ++r.failures[what];
             if (r.first_failure.empty()) r.first_failure = "request " + std::to_string(i) + ": " + what;
         }

@@ -169,6 +169,7 @@ struct AgentResult {
     std::vector<double> ms;
     std::map<std::string, long> failures;
     std::string first_failure;
+    std::vector<std::size_t> failed_at;  // request indexes (0-based) that failed
 };
 AgentResult run_agent(const std::function<UniqueFd()>& connect, int cwd_fd,
                       const std::vector<std::string>& env, std::size_t count);

@@ -72,7 +72,14 @@ protected:
             }
             return units;
         }
-        std::vector<std::string> found = rel::subdirectories(rel::direct_sessions_dir());
+        // ptyvisor.sessions/<instance>/<session>: an instance directory may stay (it is the
+        // daemon's, empty); a session directory or any process under it may not.
+        std::vector<std::string> found;
+        for (const auto& level1 : rel::subdirectories(rel::direct_sessions_dir())) {
+            const auto level2 = rel::subdirectories(level1);
+            if (level1.find("/instance-") == std::string::npos) found.push_back(level1);
+            found.insert(found.end(), level2.begin(), level2.end());
+        }
         for (const pid_t p : rel::cgroup_tree_pids(rel::direct_sessions_dir()))
             found.push_back("pid " + std::to_string(p));
         return found;

@@ -45,6 +45,7 @@ TEST_F(ExitFidelity, EveryExitCodeIsReportedExactly) {
     ASSERT_NE(peers, nullptr) << error;
     const auto t0 = Clock::now();
     std::size_t exact = 0;
+    std::vector<int> wrong;
     for (int base = 0; base < 256; base += 8) {
         std::vector<std::unique_ptr<RawClient>> batch;
         for (int code = base; code < base + 8; ++code) {
@@ -59,9 +60,17 @@ TEST_F(ExitFidelity, EveryExitCodeIsReportedExactly) {
         for (int k = 0; k < 8; ++k) {
             const int code = base + k;
             std::string seen;
-            ASSERT_TRUE(batch[k]->expect_started(Millis(20000), &seen)) << "code " << code << ": " << seen;
+            if (!batch[k]->expect_started(Millis(20000), &seen)) {
+                ADD_FAILURE() << "code " << code << ": no STARTED: " << seen;
+                wrong.push_back(code);
+                continue;
+            }
             const auto exit = batch[k]->read_until_exit(Millis(20000), &seen);
-            ASSERT_TRUE(exit) << "code " << code << ": " << seen;
+            if (!exit) {
+                ADD_FAILURE() << "code " << code << ": no EXIT: " << seen;
+                wrong.push_back(code);
+                continue;
+            }
             EXPECT_EQ(exit->kind, protocol::ExitStatus::Kind::Exited) << "code " << code;
             EXPECT_EQ(exit->code, code);
             EXPECT_EQ(exit->reason, protocol::ExitReason::Exited) << "code " << code;
@@ -69,11 +78,19 @@ TEST_F(ExitFidelity, EveryExitCodeIsReportedExactly) {
             if (backend() == "direct") {
                 EXPECT_EQ(exit->unit_result, "") << "code " << code;
             }
-            if (exit->kind == protocol::ExitStatus::Kind::Exited && exit->code == code) ++exact;
+            if (exit->kind == protocol::ExitStatus::Kind::Exited && exit->code == code)
+                ++exact;
+            else
+                wrong.push_back(code);
         }
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::cout << "[exit fidelity] exit codes 0..255: " << exact << "/256 exact in " << seconds << " s\n";
+    std::cout << "[exit fidelity] exit codes 0..255 (" << backend() << "): " << exact << "/256 exact in " << seconds << " s";
+    if (!wrong.empty()) {
+        std::cout << "; wrong:";
+        for (const int c : wrong) std::cout << " " << c;
+    }
+    std::cout << "\n";
 }
 
 TEST_F(ExitFidelity, EveryTerminatingSignalAndCoreFlagIsReportedAsWaitidSeesIt) {
