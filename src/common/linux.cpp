@@ -38,3 +38,28 @@ bool pidfd_alive(int pidfd) {
 }
 
 }  // namespace ptyvisor
+
+namespace ptyvisor {
+namespace {
+rlimit g_original_nofile{};
+bool g_saved = false;
+}  // namespace
+
+void raise_nofile_limit() {
+    rlimit r{};
+    if (::getrlimit(RLIMIT_NOFILE, &r) < 0) return;
+    g_original_nofile = r;
+    g_saved = true;
+    r.rlim_cur = r.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &r);
+}
+
+const rlimit& original_nofile_limit() {
+    if (!g_saved) {
+        ::getrlimit(RLIMIT_NOFILE, &g_original_nofile);
+        g_saved = true;
+    }
+    return g_original_nofile;
+}
+
+}  // namespace ptyvisor

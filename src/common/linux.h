@@ -37,3 +37,15 @@ pid_t pidfd_to_pid(int pidfd);
 bool pidfd_alive(int pidfd);
 
 }  // namespace ptyvisor
+
+#include <sys/resource.h>
+
+namespace ptyvisor {
+
+// Raises this process's soft RLIMIT_NOFILE to its hard limit (each session costs the daemon
+// a few descriptors) and remembers the original, which sessions get back: programs that use
+// select() break when started with a soft limit above 1024.
+void raise_nofile_limit();
+const rlimit& original_nofile_limit();
+
+}  // namespace ptyvisor

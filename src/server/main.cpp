@@ -12,6 +12,7 @@
 #include "backends/factory.h"
 #include "backends/systemd/systemd_backend.h"
 #include "common/event.h"
+#include "common/linux.h"
 #include "common/log.h"
 #include "server/account.h"
 #include "server/config.h"
@@ -75,6 +76,7 @@ int run(const Flags& flags) {
     sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
+    raise_nofile_limit();
 
     sd_event* raw = nullptr;
     if (const int r = sd_event_new(&raw); r < 0) {

@@ -8,11 +8,31 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "protocol/frame.h"
 
 namespace ptyvisor::server {
+
+// An allocator whose resize() leaves bytes uninitialised: a 64 KiB read area is about to
+// be overwritten by read(2), and zero-filling it first cost more than the read itself.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+    template <class U>
+    struct rebind {
+        using other = UninitializedAllocator<U>;
+    };
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
 
 class OutputQueue {
 public:
@@ -34,11 +54,12 @@ public:
     [[nodiscard]] bool empty() const { return size() == 0; }
 
 private:
-    static constexpr std::size_t kIdleCapacity = 16 * 1024;
+    // A busy session keeps its buffer; one that bursted past this gives the excess back.
+    static constexpr std::size_t kIdleCapacity = 128 * 1024;
     void compact();
     void advance_head();  // head_start_/head_end_ bracket the frame that holds start_
 
-    std::vector<std::uint8_t> data_;
+    std::vector<std::uint8_t, UninitializedAllocator<std::uint8_t>> data_;
     std::size_t start_ = 0;
     std::size_t reserved_at_ = 0;
     std::size_t head_start_ = 0;

@@ -141,6 +141,7 @@ private:
     }
 
     void check_stopped();
+    void finish_stop();
 
     DirectBackend& backend_;
     sd_event* event_;
@@ -151,7 +152,7 @@ private:
     UniqueFd exec_status_;
     SessionEvents events_;
     std::string command_;
-    EventSource exec_source_, exit_source_, cgroup_watch_, stop_timer_;
+    EventSource exec_source_, exit_source_, cgroup_watch_, stop_timer_, stop_check_;
     bool exec_done_ = false, start_failed_ = false, reaped_ = false, exit_pending_ = false;
     protocol::ExitStatus status_;
     std::function<void(bool, std::string)> stop_done_;
@@ -167,7 +168,18 @@ public:
             why = "cannot create " + options_.state_directory + ": " + std::strerror(e);
             return -e;
         }
-        if (!root_) log_warning("no writable cgroup v2: direct sessions are tracked by process group");
+        if (!root_) {
+            log_warning("no writable cgroup v2: direct sessions are tracked by process group");
+            return 0;
+        }
+        // sd-event closes its inotify instance with the last watch, and closing one costs
+        // the kernel milliseconds (an RCU grace period) during which the whole loop stalls.
+        // A watch for the backend's lifetime keeps the instance, so sessions never pay it.
+        sd_event_source* s = nullptr;
+        if (sd_event_add_inotify(options_.event, &s, root_->path().c_str(), IN_DELETE_SELF,
+                                 [](sd_event_source*, const inotify_event*, void*) { return 0; },
+                                 nullptr) >= 0)
+            keep_inotify_.reset(s);
         return 0;
     }
 
@@ -257,6 +269,7 @@ private:
     std::optional<CgroupRoot> root_;
     SessionRecords records_;
     std::set<DirectSession*> live_;
+    EventSource keep_inotify_;
 };
 
 DirectSession::~DirectSession() {
@@ -271,11 +284,19 @@ void DirectSession::stop(Clock::time_point deadline, std::function<void(bool, st
     stop_done_ = std::move(done);
     if (!cgroup_.empty()) {
         if (const int e = direct::kill_cgroup(cgroup_); e != 0) {
-            auto cb = std::move(stop_done_);
-            cb(false, "cannot kill cgroup " + cgroup_ + ": " + std::strerror(e));
+            std::string why = "cannot kill cgroup " + cgroup_ + ": " + std::strerror(e);
+            add_defer(event_, stop_check_, [this, why] {
+                auto cb = std::move(stop_done_);
+                cb(false, why);
+            });
             return;
         }
-        // cgroup.events changes when the last process leaves.
+        // Usually the cgroup is empty by now (the command was alone and is reaped); only
+        // otherwise is it worth watching cgroup.events, which changes when the last one leaves.
+        if (reaped_ && direct::cgroup_empty(cgroup_)) {
+            add_defer(event_, stop_check_, [this] { check_stopped(); });  // never call back inline
+            return;
+        }
         sd_event_source* s = nullptr;
         const int r = sd_event_add_inotify(
             event_, &s, (cgroup_ + "/cgroup.events").c_str(), IN_MODIFY,
@@ -295,15 +316,17 @@ void DirectSession::stop(Clock::time_point deadline, std::function<void(bool, st
                   auto cb = std::move(stop_done_);
                   cb(false, "session " + unit_ + " did not stop before the cleanup deadline");
               });
-    check_stopped();
+    add_defer(event_, stop_check_, [this] { check_stopped(); });  // never call back inline
 }
 
 void DirectSession::check_stopped() {
     if (!stop_done_ || !reaped_) return;
-    if (!cgroup_.empty()) {
-        if (!direct::cgroup_empty(cgroup_)) return;
-        direct::remove_cgroup(cgroup_);
-    }
+    if (!cgroup_.empty() && !direct::cgroup_empty(cgroup_)) return;
+    finish_stop();
+}
+
+void DirectSession::finish_stop() {
+    if (!cgroup_.empty()) direct::remove_cgroup(cgroup_);
     cgroup_watch_.reset();
     stop_timer_.reset();
     auto cb = std::move(stop_done_);

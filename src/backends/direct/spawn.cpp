@@ -68,7 +68,9 @@ std::vector<char*> c_array(const std::vector<std::string>& v) {
 // Runs in the child: never returns.
 [[noreturn]] void become_session(const SessionSpec& spec, int status_fd,
                                  const std::vector<std::string>& candidates, char* const* argv,
-                                 char* const* envp) {
+                                 char* const* envp, const rlimit& nofile) {
+    // The daemon raised its own descriptor limit; the command gets the usual one back.
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
     // The daemon blocks signals for sd-event; the command must start with a clean slate.
     sigset_t none;
     sigemptyset(&none);
@@ -143,6 +145,7 @@ Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why)
     const auto candidates = exec_candidates(spec.argv.front(), spec.env);
     const auto argv = c_array(spec.argv);
     const auto envp = c_array(spec.env);
+    const rlimit nofile = original_nofile_limit();
 
     int pidfd = -1;
     pid_t pid = clone_into(cgroup_dir, pidfd);
@@ -151,7 +154,8 @@ Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why)
         why = std::string("clone3: ") + std::strerror(errno);
         return out;
     }
-    if (pid == 0) become_session(spec, status_write.get(), candidates, argv.data(), envp.data());
+    if (pid == 0)
+        become_session(spec, status_write.get(), candidates, argv.data(), envp.data(), nofile);
     out.pidfd.reset(pidfd);
     if (!out.pidfd) {
         why = std::string("pidfd_open: ") + std::strerror(errno);
