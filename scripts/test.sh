@@ -20,7 +20,7 @@ echo "== package: build the .deb, install it, run it as the systemd unit would"
 scripts/test-package.sh build/default
 
 echo "== benchmarks, smoke size"
-if [ -x bench/run.sh ]; then bench/run.sh --smoke --out build/bench-smoke; fi
+PTYVISOR_BENCH_BUILD=$PWD/build/default bench/run.sh --smoke --out build/bench-smoke
 
 if [ "${PTYVISOR_SKIP_ASAN:-0}" != 1 ]; then
   echo "== ASan+UBSan build"
