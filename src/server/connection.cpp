@@ -143,7 +143,14 @@ void Connection::handle_frame(protocol::Frame& frame) {
                 session_->signal_all(sig.value->signal);
             return;
         }
-        case FrameType::Stop: return end(ExitReason::Stopped);
+        case FrameType::Stop:
+            // STARTED precedes EXIT: a STOP that overtakes the start waits for it, as the
+            // INPUT sent with it does.
+            if (phase_ == Phase::Starting) {
+                stop_after_start_ = true;
+                return;
+            }
+            return end(ExitReason::Stopped);
         default:
             return send_error(ErrorCode::UnexpectedFrame,
                               std::string(protocol::to_string(frame.type)) + " is not allowed in a session");
@@ -232,6 +239,7 @@ void Connection::on_started(pid_t pid) {
     log_info("session started", {{"UNIT", session_->unit()}, {"MAIN_PID", std::to_string(pid)}});
     write_held_input();
     flush_output();
+    if (stop_after_start_ && phase_ == Phase::Running) end(ExitReason::Stopped);
 }
 
 void Connection::on_start_failed(const std::string& why) {
@@ -418,7 +426,8 @@ void Connection::start_drain_timer() {
 
 void Connection::maybe_finish() {
     if (!ending_ || exit_queued_ || phase_ == Phase::Closed) return;
-    const bool drained = pty_closed_ || drain_expired_ || !master_;
+    // A session that never started has no output to wait for.
+    const bool drained = pty_closed_ || drain_expired_ || !master_ || !started_;
     if (session_ && !stop_requested_) {
         // The command ended on its own: wait for its output, then clean up what is left.
         if (!drained) return;

@@ -129,7 +129,8 @@ private:
     bool stop_requested_ = false, stopped_ = false, pty_closed_ = false, drain_expired_ = false;
     bool exit_queued_ = false;
     bool close_after_stop_ = false;
-    bool started_ = false;  // STARTED is queued: output may follow
+    bool started_ = false;
+    bool stop_after_start_ = false;  // STOP arrived before the command had started  // STARTED is queued: output may follow
 };
 
 }  // namespace ptyvisor::server

@@ -454,22 +454,40 @@ TEST_F(SystemdBackendTest, ImmediateFailures) {
     EXPECT_EQ(o.events, 0);
 }
 
-TEST_F(SystemdBackendTest, StartFailureIsReported) {
+// A failure systemd would only see after fork (217/USER) is refused before the unit exists,
+// because after fork it is indistinguishable from a command that exits 217.
+TEST_F(SystemdBackendTest, MissingAccountIsRefusedBeforeStart) {
     Pty pty;
     ASSERT_TRUE(pty.open(event_));
     SessionSpec s = spec({"true"}, pty);
     s.account.name = "ptyvisor-no-such-user";
-    pty.slave.reset();
     Observed o;
     std::string why;
     auto session = backend_->start(std::move(s), observe(o), why);
-    ASSERT_TRUE(session) << why;
-    ASSERT_TRUE(run_until(event_, [&] { return o.start_failed; }));
-    EXPECT_FALSE(o.started);
-    EXPECT_NE(o.start_error.find("unit failed to start"), std::string::npos) << o.start_error;
-    EXPECT_NE(o.start_error.find("USER"), std::string::npos) << o.start_error;
-    stop(*session);
-    EXPECT_FALSE(unit_listed(session->unit()));
+    EXPECT_FALSE(session);
+    EXPECT_NE(why.find("ptyvisor-no-such-user"), std::string::npos) << why;
+    EXPECT_EQ(o.events, 0);
+}
+
+// A command that runs and exits with one of systemd's own exec-failure codes is reported as
+// the exit it is, whichever of exit and exec notification systemd saw first.
+TEST_F(SystemdBackendTest, ExitCodesInSystemdsRangeAreExits) {
+    for (const int code : {200, 203, 217, 243}) {
+        Pty pty;
+        ASSERT_TRUE(pty.open(event_));
+        SessionSpec s = spec({"sh", "-c", "exit " + std::to_string(code)}, pty);
+        pty.slave.reset();
+        Observed o;
+        std::string why;
+        auto session = backend_->start(std::move(s), observe(o), why);
+        ASSERT_TRUE(session) << why;
+        ASSERT_TRUE(run_until(event_, [&] { return o.exited || o.start_failed; }));
+        EXPECT_FALSE(o.start_failed) << code << ": " << o.start_error;
+        EXPECT_TRUE(o.started) << code;
+        EXPECT_EQ(o.status.kind, ExitStatus::Kind::Exited) << code;
+        EXPECT_EQ(o.status.code, code);
+        stop(*session);
+    }
 }
 
 TEST_F(SystemdBackendTest, ValidateProperties) {

@@ -1,5 +1,7 @@
 #include "backends/systemd/systemd_backend.h"
 
+#include <pwd.h>
+
 #include <grp.h>
 #include <unistd.h>
 
@@ -195,6 +197,18 @@ std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents e
     if (!conn_->connected()) {
         why = "not connected to the system bus";
         return nullptr;
+    }
+    // What systemd would only find out after fork (and report as exit status 217/USER,
+    // indistinguishable from a command exiting 217) is checked here, where it is an error.
+    if (!spec.account.name.empty()) {
+        std::vector<char> buf(16384);
+        passwd pw{};
+        passwd* found = nullptr;
+        if (::getpwnam_r(spec.account.name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found ||
+            pw.pw_uid != spec.account.uid) {
+            why = "the account " + spec.account.name + " no longer exists as configured";
+            return nullptr;
+        }
     }
     TransientService svc;
     svc.unit = spec.unit_name;
