@@ -278,8 +278,16 @@ TEST_F(FdHostility, ThousandsOfHostileSendsLeakNoDescriptorAndNoMemory) {
 
     for (const auto& [what, n] : wrong) ADD_FAILURE() << n << " x " << what;
     EXPECT_EQ(fds, baseline) << "before:\n" << baseline_fds << "after:\n" << fd_listing(d->pid());
-    EXPECT_LE(rss1 - rss0, 2048) << "daemon RSS grew by " << (rss1 - rss0) << " KiB over " << total
-                                 << " hostile attempts";
+    // Under ASan the daemon's RSS also holds ASan's quarantine of freed blocks (16 MiB in the
+    // asan test preset), which fills with any allocation churn; the 2 MiB bound is for the
+    // daemon itself, in the plain build.
+#if defined(__SANITIZE_ADDRESS__)
+    constexpr long kRssToleranceKib = 16 * 1024 + 4096;
+#else
+    constexpr long kRssToleranceKib = 2048;
+#endif
+    EXPECT_LE(rss1 - rss0, kRssToleranceKib) << "daemon RSS grew by " << (rss1 - rss0) << " KiB over "
+                                             << total << " hostile attempts";
     EXPECT_TRUE(d->running());
 }
 
