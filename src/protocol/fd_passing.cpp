@@ -61,25 +61,29 @@ Received receive_with_fds(int socket, std::span<std::uint8_t> buffer) {
     return r;
 }
 
+long send_once(int socket, std::span<const std::uint8_t> bytes, int fd, int flags) {
+    iovec iov{const_cast<std::uint8_t*>(bytes.data()), bytes.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) std::uint8_t control[CMSG_SPACE(sizeof(int))];
+    if (fd >= 0) {
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    return ::sendmsg(socket, &msg, MSG_NOSIGNAL | flags);
+}
+
 int send_with_fd(int socket, std::span<const std::uint8_t> bytes, int fd) {
     std::size_t sent = 0;
     bool fd_sent = fd < 0;
     while (sent < bytes.size()) {
-        iovec iov{const_cast<std::uint8_t*>(bytes.data() + sent), bytes.size() - sent};
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        alignas(cmsghdr) std::uint8_t control[CMSG_SPACE(sizeof(int))];
-        if (!fd_sent) {
-            msg.msg_control = control;
-            msg.msg_controllen = sizeof control;
-            cmsghdr* c = CMSG_FIRSTHDR(&msg);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-        }
-        const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
+        const long n = send_once(socket, bytes.subspan(sent), fd_sent ? -1 : fd);
         if (n < 0) {
             if (errno == EINTR) continue;
             return errno;

@@ -24,6 +24,10 @@ struct Received {
 
 Received receive_with_fds(int socket, std::span<std::uint8_t> buffer);
 
+// One sendmsg(2) of `bytes`, with `fd` (when >= 0) attached as SCM_RIGHTS, MSG_NOSIGNAL
+// and `flags` added. Returns what sendmsg returns (bytes sent, or -1 with errno).
+long send_once(int socket, std::span<const std::uint8_t> bytes, int fd, int flags = 0);
+
 // Sends all of `bytes` with `fd` attached to the first byte (blocking socket expected).
 // Returns 0 or an errno.
 int send_with_fd(int socket, std::span<const std::uint8_t> bytes, int fd);

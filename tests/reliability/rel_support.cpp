@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "common/linux.h"
+#include "protocol/fd_passing.h"
 #include "protocol/frame.h"
 #include "protocol/payloads.h"
 
@@ -121,21 +122,7 @@ void finish(Slot& s, ChildStats& st) {
 }
 
 int send_bytes(int fd, const std::uint8_t* data, std::size_t n, int pass_fd) {
-    iovec iov{const_cast<std::uint8_t*>(data), n};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    if (pass_fd >= 0) {
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        cmsghdr* c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
-    }
-    return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? errno : 0;
+    return protocol::send_once(fd, std::span(data, n), pass_fd, MSG_DONTWAIT) < 0 ? errno : 0;
 }
 
 std::vector<std::uint8_t> garbage(Rng& rng) {

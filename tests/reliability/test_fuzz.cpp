@@ -26,6 +26,7 @@
 #include <iostream>
 #include <map>
 
+#include "protocol/fd_passing.h"
 #include "rel_support.h"
 #include "support/fixture.h"
 
@@ -170,21 +171,8 @@ Outcome exchange(int sock, const Bytes& stream, int fd, rel::Rng& rng, Millis ti
         if (::poll(&p, 1, static_cast<int>(left)) < 0) continue;
         if (p.revents & POLLOUT) {
             const std::size_t chunk = std::min<std::size_t>(limit - sent, 1 + rng.below(rng.chance(50) ? 16 : 4096));
-            iovec iov{const_cast<std::uint8_t*>(stream.data() + sent), chunk};
-            msghdr msg{};
-            msg.msg_iov = &iov;
-            msg.msg_iovlen = 1;
-            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-            if (!fd_sent) {
-                msg.msg_control = control;
-                msg.msg_controllen = sizeof control;
-                cmsghdr* c = CMSG_FIRSTHDR(&msg);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-            }
-            const ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+            const long n = protocol::send_once(sock, std::span(stream.data() + sent, chunk),
+                                               fd_sent ? -1 : fd, MSG_DONTWAIT);
             if (n > 0) {
                 sent += static_cast<std::size_t>(n);
                 fd_sent = true;

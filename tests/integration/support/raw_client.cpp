@@ -14,6 +14,7 @@
 
 #include "common/linux.h"
 #include "protocol/error_code.h"
+#include "protocol/fd_passing.h"
 
 namespace ptyvisor::itest {
 namespace {
@@ -39,21 +40,8 @@ using protocol::FrameType;
             if (::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
                 err = errno;
         }
-        iovec iov{&err, sizeof err};
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        alignas(cmsghdr) char control_buf[CMSG_SPACE(sizeof(int))];
-        if (err == 0) {
-            msg.msg_control = control_buf;
-            msg.msg_controllen = sizeof control_buf;
-            cmsghdr* c = CMSG_FIRSTHDR(&msg);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            std::memcpy(CMSG_DATA(c), &s, sizeof s);
-        }
-        const ssize_t sent = ::sendmsg(control, &msg, MSG_NOSIGNAL);
+        const long sent = protocol::send_once(
+            control, std::span(reinterpret_cast<const std::uint8_t*>(&err), sizeof err), err == 0 ? s : -1);
         if (s >= 0) ::close(s);
         if (sent < 0) ::_exit(1);
     }
