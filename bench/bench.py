@@ -65,6 +65,8 @@ class Suite:
         self.failures = []  # (bench, contender, reason)
         self.skips = []  # (bench, contender, reason)
         self.harness = None
+        self.sd_daemon = None  # ptyvisord --backend systemd in the harness (full runs only)
+        self.sd_socket = None
         self.ssh = None
         self.ssh_pid = None
         self.cgroup = None
@@ -315,6 +317,57 @@ class Suite:
             return f"systemd-run --pty in the harness failed: {e}"
         return None
 
+    def start_systemd_daemon(self):
+        """A second ptyvisord, systemd backend, inside the harness (full runs only). Its PIDs
+        and cgroups are the harness' own, so it and its clients run through HARNESS_EXEC."""
+        self.sd_socket = os.path.join(self.tmp, "ptyvisor-systemd.sock")
+        cfg = os.path.join(self.tmp, "ptyvisord-systemd.toml")
+        with open(cfg, "w") as f:
+            f.write(f'user = "{ACCOUNT}"\nsocket = "{self.sd_socket}"\nbackend = "systemd"\n'
+                    f'state_directory = "{self.tmp}/state-systemd"\n[limits]\nadmissions_per_minute = 1000000\n'
+                    'max_sessions = 2000\nmax_unauthenticated = 2000\n')
+        notify_path = os.path.join(self.tmp, "notify-systemd")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(notify_path)
+        notify.settimeout(15)
+        env = dict(self.harness["env"], NOTIFY_SOCKET=notify_path)
+        logf = open(os.path.join(self.out, "ptyvisord-systemd.log"), "w")
+        p = subprocess.Popen(self.harness["exec"] + [self.bin["ptyvisord"], "--config", cfg, "--backend", "systemd"],
+                             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env, cwd=self.tmp,
+                             start_new_session=True)
+
+        def stop(q):  # q is nsenter; it forked the daemon into the harness' pid namespace
+            try:
+                with open(f"/proc/{q.pid}/task/{q.pid}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                kids = []
+            for k in kids or [q.pid]:
+                os.kill(k, signal.SIGTERM)
+        self.procs.append((p, stop))
+        try:
+            while True:
+                msg = notify.recv(4096).decode()
+                if "READY=1" in msg.split("\n"):
+                    break
+        except socket.timeout:
+            logf.flush()
+            with open(logf.name) as f:
+                return "ptyvisord --backend systemd did not send READY=1 within 15 s: " + f.read()[-300:]
+        finally:
+            notify.close()
+        self.sd_daemon = p
+        log(f"ptyvisord (systemd backend) ready in the harness, nsenter pid {p.pid}")
+        return None
+
+    def termbench_systemd(self, cmd, count):
+        """termbench start against the systemd-backend daemon, as the account, in the harness."""
+        argv = self.harness["exec"] + self.as_account(
+            [self.bin["termbench"], "start", "--via", "ptyvisor", "--socket", self.sd_socket, "--timeout", "120",
+             "--count", str(count), "--warmup", "3", "--"] + cmd)
+        _, p = self.run(argv, 130, env=self.account_env())
+        return json.loads(p.stdout.decode().strip().splitlines()[-1])
+
     def systemd_run_cmd(self, cmd):
         return self.harness["exec"] + ["systemd-run", "--pty", "--quiet", "-p", f"User={ACCOUNT}",
                                        "/bin/sh", "-c", cmd]
@@ -421,6 +474,10 @@ class Suite:
     def bench_start(self):
         count = 20 if self.smoke else 200
         out = {}
+        if not self.smoke and self.harness and "exec" in self.harness and not self.sd_daemon:
+            why = self.start_systemd_daemon()
+            if why:
+                self.fail("start", "ptyvisor (systemd)", why)
         for case, cmd in {"echo": ["echo", "hi"], "true": ["true"]}.items():
             samples = {"forkpty": [], "ptyvisor": []}
             for r in range(self.rounds()):
@@ -440,7 +497,12 @@ class Suite:
                     vals = [run[key] for run in runs if run[key]["n"] > 0]
                     if vals:
                         res[c][key] = {k: statistics.median(v[k] for v in vals) for k in ("p50", "p99")}
-            if self.harness and "exec" in self.harness:
+            if self.sd_daemon:
+                # Full runs: ptyvisor's systemd backend against systemd-run --pty, interleaved
+                # (round r alternates which goes first). Same termbench measurement as the direct
+                # backend, run as the account inside the harness; systemd-run as below.
+                self.start_systemd_pair(case, cmd, count, res)
+            elif self.harness and "exec" in self.harness:
                 # Wall time of the whole systemd-run --pty process; nsenter's own cost is measured
                 # and subtracted (it is not systemd-run's).
                 shell = "echo hi" if case == "echo" else "true"
@@ -461,6 +523,9 @@ class Suite:
                 if "first_output_us" in res["ptyvisor"]:
                     res["ratio_first_output_p50"] = (res["ptyvisor"]["first_output_us"]["p50"] /
                                                      res["forkpty"]["first_output_us"]["p50"])
+            if "ptyvisor (systemd)" in res and "systemd-run" in res:
+                res["ratio_systemd_vs_systemd_run_exit_p50"] = (res["ptyvisor (systemd)"]["exit_us"]["p50"] /
+                                                                res["systemd-run"]["exit_us"]["p50"])
             for c, v in res.items():
                 if isinstance(v, dict):
                     for key, st in v.items():
@@ -469,6 +534,36 @@ class Suite:
             out[case] = res
             log(f"start {case}: " + json.dumps(res, default=lambda x: round(x, 1)))
         self.results["start"] = out
+
+    def start_systemd_pair(self, case, cmd, count, res):
+        shell = "echo hi" if case == "echo" else "true"
+        per = max(1, -(-(count // 2) // self.rounds()))  # count/2 systemd-run processes in all
+        pair = ["ptyvisor (systemd)", "systemd-run"]
+        runs, base, times, broken = [], [], [], set()
+        for r in range(self.rounds()):
+            for c in (pair if r % 2 == 0 else pair[::-1]):
+                if c in broken:
+                    continue
+                try:
+                    if c == "systemd-run":
+                        for _ in range(per):
+                            base.append(self.run(self.harness["exec"] + ["/bin/true"], 30, env=self.harness["env"])[0])
+                            times.append(self.run(self.systemd_run_cmd(shell), 60, env=self.harness["env"])[0])
+                    else:
+                        runs.append(self.termbench_systemd(cmd, count))
+                except (Failure, ValueError, KeyError) as e:
+                    broken.add(c)
+                    self.fail("start", c, f"{case}: {e}")
+        if runs:
+            res["ptyvisor (systemd)"] = {}
+            for key in ("first_output_us", "exit_us"):
+                vals = [run[key] for run in runs if run[key]["n"] > 0]
+                if vals:
+                    res["ptyvisor (systemd)"][key] = {k: statistics.median(v[k] for v in vals) for k in ("p50", "p99")}
+        if times:
+            nb = statistics.median(base)
+            res["systemd-run"] = {"exit_us": {"p50": (statistics.median(times) - nb) * 1e6,
+                                              "p99": (sorted(times)[int(0.99 * (len(times) - 1))] - nb) * 1e6}}
 
     def hold(self, k, cmd):
         """Starts termbench hold as the account; returns the Popen once all k sessions run."""
@@ -698,15 +793,17 @@ class Suite:
             L += ["### Session start, µs (p50 / p99)", "",
                   "| command | contender | first output | session end | ratio (end, p50) |", "| --- | --- | --- | --- | --- |"]
             for case, r in R["start"].items():
-                for c in ("forkpty", "ptyvisor", "systemd-run"):
+                for c in ("forkpty", "ptyvisor", "ptyvisor (systemd)", "systemd-run"):
                     if c not in r:
                         continue
                     fo = r[c].get("first_output_us")
                     ex = r[c].get("exit_us")
                     ratio = ex["p50"] / r["forkpty"]["exit_us"]["p50"] if "forkpty" in r and ex else None
+                    vs = r.get("ratio_systemd_vs_systemd_run_exit_p50") if c == "ptyvisor (systemd)" else None
                     L.append(f"| `{case}` | {c} | " + (f"{fo['p50']:.0f} / {fo['p99']:.0f}" if fo else "–") + " | "
                              + (f"{ex['p50']:.0f} / {ex['p99']:.0f}" if ex else "–") + " | "
-                             + (f"{ratio:.2f}x" if ratio else "") + " |")
+                             + (f"{ratio:.2f}x" if ratio else "")
+                             + (f" ({vs:.2f}x of systemd-run)" if vs else "") + " |")
             L.append("")
         if "memory" in R:
             mm = R["memory"]
