@@ -20,20 +20,29 @@ socket = "$run/ptyvisor.sock"
 backend = "auto"
 state_directory = "$run/state"
 TOML
-trap 'kill -TERM $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$run"' EXIT
+daemon=
+stop_daemon() {
+  if [ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null; then
+    for _ in $(seq 100); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -rf "$run"
+}
+trap stop_daemon EXIT
 
-# The daemon reports readiness through sd_notify; a tiny listener stands in for systemd.
-export NOTIFY_SOCKET="$run/notify"
-python3 - "$NOTIFY_SOCKET" <<'PY' &
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1]); s.settimeout(30)
-while b"READY=1" not in s.recv(4096): pass
+# The daemon reports readiness through sd_notify; a small listener stands in for systemd.
+# It binds the notify socket first, then starts the daemon, so READY=1 cannot be missed.
+daemon=$(python3 - "$run/notify" "$bin/server/ptyvisord" --config "$run/ptyvisord.toml" <<'PY'
+import os, socket, subprocess, sys
+path, argv = sys.argv[1], sys.argv[2:]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+s.settimeout(30)
+daemon = subprocess.Popen(argv, env=dict(os.environ, NOTIFY_SOCKET=path), stdout=sys.stderr)
+while b"READY=1" not in s.recv(4096):
+    pass
+print(daemon.pid)
 PY
-waiter=$!
-"$bin/server/ptyvisord" --config "$run/ptyvisord.toml" &
-daemon=$!
-wait $waiter
-unset NOTIFY_SOCKET
+)
 
 echo "== ptyvisor run, as $account"
 cd /tmp
