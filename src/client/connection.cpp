@@ -152,6 +152,11 @@ void Connection::send_start(const std::string& payload, int directory_fd) {
         write_error_ = error;  // the daemon's ERROR, if any, is still to be read
         return;
     }
+    if (error == ETOOMANYREFS)
+        throw ClientError("cannot pass the working directory to ptyvisord: the kernel refused "
+                          "(ETOOMANYREFS), because this account has more descriptors in flight "
+                          "than its file limit allows; another of its processes is holding "
+                          "sockets full of descriptors nobody has received");
     if (error != 0) throw system_error("cannot send START", error);
 }
 

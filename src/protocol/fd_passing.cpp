@@ -1,5 +1,6 @@
 #include "protocol/fd_passing.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -12,6 +13,27 @@ namespace {
 
 // SCM_PIDFD (Linux 6.5), which Debian 12's headers do not define.
 constexpr int kScmPidfd = 0x04;
+
+// send_once() with the RLIMIT_NOFILE soft limit at the hard limit for the call (see
+// send_with_fd). The limit is put back at once: the caller's process keeps its own.
+long send_once_with_raised_nofile(int socket, std::span<const std::uint8_t> bytes, int fd) {
+    rlimit saved{};
+    if (::getrlimit(RLIMIT_NOFILE, &saved) != 0 || saved.rlim_cur == saved.rlim_max) {
+        errno = ETOOMANYREFS;
+        return -1;
+    }
+    rlimit raised = saved;
+    raised.rlim_cur = saved.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+        errno = ETOOMANYREFS;
+        return -1;
+    }
+    const long n = send_once(socket, bytes, fd);
+    const int error = errno;
+    ::setrlimit(RLIMIT_NOFILE, &saved);
+    errno = error;
+    return n;
+}
 
 }  // namespace
 
@@ -83,7 +105,9 @@ int send_with_fd(int socket, std::span<const std::uint8_t> bytes, int fd) {
     std::size_t sent = 0;
     bool fd_sent = fd < 0;
     while (sent < bytes.size()) {
-        const long n = send_once(socket, bytes.subspan(sent), fd_sent ? -1 : fd);
+        long n = send_once(socket, bytes.subspan(sent), fd_sent ? -1 : fd);
+        if (n < 0 && errno == ETOOMANYREFS && !fd_sent)
+            n = send_once_with_raised_nofile(socket, bytes.subspan(sent), fd);
         if (n < 0) {
             if (errno == EINTR) continue;
             return errno;

@@ -30,6 +30,13 @@ long send_once(int socket, std::span<const std::uint8_t> bytes, int fd, int flag
 
 // Sends all of `bytes` with `fd` attached to the first byte (blocking socket expected).
 // Returns 0 or an errno.
+//
+// The kernel refuses SCM_RIGHTS with ETOOMANYREFS once the sender's account has more
+// descriptors in flight (sent, not yet received, on any socket) than the sender's
+// RLIMIT_NOFILE soft limit; any process of the same account can get there by stuffing
+// sockets nobody reads. So the first send is tried once more with the soft limit raised to
+// the hard limit for that one call, which makes such an attacker need the hard limit's
+// worth (systemd's default: 524288) instead of 1024.
 int send_with_fd(int socket, std::span<const std::uint8_t> bytes, int fd);
 
 }  // namespace ptyvisor::protocol

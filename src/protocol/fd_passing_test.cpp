@@ -7,7 +7,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <grp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +18,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -590,6 +594,60 @@ TEST(SendWithFd, ClosedPeerIsAnErrorNotASignal) {
     UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
     ASSERT_TRUE(devnull);
     EXPECT_EQ(send_with_fd(pair.sender.get(), wire, devnull.get()), EPIPE);
+}
+
+// Runs `body` in a child that has dropped root for nobody (root may pass descriptors past
+// the in-flight limit) and returns its exit code; 100+ means the child could not drop.
+int run_as_nobody(const std::function<int()>& body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+            ::setresuid(65534, 65534, 65534) != 0)
+            ::_exit(100);
+        ::_exit(body());
+    }
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 101;
+    return WEXITSTATUS(status);
+}
+
+// Another process of the account stuffs a socket nobody reads with descriptors until the
+// kernel refuses more (ETOOMANYREFS); a START must still get its directory through.
+TEST(SendWithFd, GetsThroughAnAccountStuffedWithFdsInFlight) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root, to drop to another account";
+    const int code = run_as_nobody([] {
+        auto stuffed = socket_pair();
+        auto pair = socket_pair();
+        UniqueFd dir(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        const auto copies = make_fds(SCM_MAX_FD);
+        // Below what is open already: nothing new is opened until the receive below.
+        const rlimit small{64, 4096};
+        if (::setrlimit(RLIMIT_NOFILE, &small) != 0) return 10;
+        const Bytes one{'x'};
+        bool refused = false;
+        for (int i = 0; i < 8 && !refused; ++i)
+            refused = send_raw(stuffed.sender.get(), one, copies) == -ETOOMANYREFS;
+        if (!refused) return 11;
+
+        const Bytes wire = start_frame();
+        if (send_once(pair.sender.get(), wire, dir.get()) >= 0 || errno != ETOOMANYREFS) return 12;
+        if (send_with_fd(pair.sender.get(), wire, dir.get()) != 0) return 13;
+        rlimit after{};
+        if (::getrlimit(RLIMIT_NOFILE, &after) != 0 || after.rlim_cur != small.rlim_cur) return 14;
+        // The receiving end stands for the daemon, which has room to install descriptors.
+        const rlimit roomy{4096, 4096};
+        if (::setrlimit(RLIMIT_NOFILE, &roomy) != 0) return 18;
+        std::vector<std::uint8_t> buffer(wire.size());
+        auto got = receive_with_fds(pair.receiver.get(), buffer);
+        if (got.fds.size() != 1 || got.bytes != wire.size()) return 15;
+
+        // No headroom (soft == hard): the refusal is reported as it is.
+        const rlimit tight{64, 64};
+        if (::setrlimit(RLIMIT_NOFILE, &tight) != 0) return 16;
+        if (send_with_fd(pair.sender.get(), wire, dir.get()) != ETOOMANYREFS) return 17;
+        return 0;
+    });
+    EXPECT_EQ(code, 0) << "see the numbered steps in the test";
 }
 
 // A payload bigger than the socket buffer goes out in several sendmsg calls; the fd rides on

@@ -586,7 +586,7 @@ AgentResult run_agent(const std::function<UniqueFd()>& connect, int cwd_fd,
             RawClient c(std::move(fd));
             const auto request = RawClient::start_request({"true"}, env, cwd_fd);
             std::string seen;
-            if (const int err = c.send_start(request, {cwd_fd}); err != 0) {
+            if (const int err = c.send_start_as_client(request, cwd_fd); err != 0) {
                 // The daemon may refuse before reading START (ERROR at accept): read it.
                 if (auto e = c.expect_error(Millis(10000), &seen))
                     what = "ERROR " + std::string(protocol::to_string(e->code));

@@ -198,6 +198,11 @@ int RawClient::send_start(const protocol::StartRequest& request, const std::vect
     return send_frame(FrameType::Start, protocol::encode(request), fds);
 }
 
+int RawClient::send_start_as_client(const protocol::StartRequest& request, int cwd_fd) {
+    return protocol::send_with_fd(socket_.get(), protocol::encode_frame(FrameType::Start, protocol::encode(request)),
+                                  cwd_fd);
+}
+
 Incoming RawClient::next(Millis timeout, std::size_t read_chunk) {
     const auto deadline = Clock::now() + timeout;
     std::vector<std::uint8_t> buf(read_chunk);

@@ -65,6 +65,8 @@ public:
     // overridden by the caller through a custom StartRequest).
     static protocol::StartRequest start_request(const std::vector<std::string>& argv,
                                                 const std::vector<std::string>& env, int cwd_fd);
+    // START the way ptyvisor's own client sends it: protocol::send_with_fd, one descriptor.
+    int send_start_as_client(const protocol::StartRequest& request, int cwd_fd);
     int send_start(const protocol::StartRequest& request, const std::vector<int>& fds);
 
     // Next frame within `timeout`. `read_chunk` bounds each recv (slow readers use small ones).
