@@ -88,6 +88,19 @@ struct Peer {
     int pidfd = -1;   // SO_PEERPIDFD (owned by the caller), or a pidfd_open fallback
 };
 
+// How sure a backend is that a peer may have a session.
+enum class PeerVerdict {
+    Allowed,
+    Refused,  // `why` says why
+    // The peer sits in an allowed unit whose MainPID the backend has not learnt yet (the
+    // unit has just (re)started): recheck() and ask again. `why` says what is in doubt.
+    Unsure,
+};
+
+// recheck()'s callback. The caller owns the function; once it lets go, the call is dropped
+// unseen, so a connection that closes while it waits needs no unregistering.
+using RecheckCallback = std::weak_ptr<std::function<void()>>;
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -105,8 +118,14 @@ public:
 
     // Whether `peer` may have a session: it must not run inside a session this backend
     // started, and when allowed units are configured it must be the MainPID of one of them.
-    // Called at accept time and again right before start; must be cheap (no bus round trip).
-    virtual bool peer_allowed(const Peer& peer, std::string& why) = 0;
+    // Called at accept time and again right before start; cheap (never a bus round trip).
+    virtual PeerVerdict check_peer(const Peer& peer, std::string& why) = 0;
+
+    // Refreshes what check_peer() relies on, without blocking, and calls `done` from the
+    // event loop once every answer it asked for is in (or could not be had). Requests that
+    // arrive while one refresh is in flight share the next one, so a flood of doubtful
+    // peers costs one round trip at a time.
+    virtual void recheck(RecheckCallback done) = 0;
 };
 
 struct BackendOptions {

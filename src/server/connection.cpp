@@ -56,6 +56,11 @@ void Connection::on_socket(std::uint32_t revents) {
     if (revents & EPOLLOUT) flush_output();
     if (phase_ == Phase::Closed) return;
     const bool hangup = (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+    if (verifying_peer()) {
+        // Only a hang-up is watched meanwhile: whoever asked is gone, so is the START.
+        if (hangup) close();
+        return;
+    }
     if (exit_queued_) {
         // Only the last frame is left to send; nothing the client says matters any more.
         if (revents & (EPOLLHUP | EPOLLERR)) close();
@@ -96,15 +101,7 @@ void Connection::receive() {
             break;
         }
         decoder_.feed(std::span(buffer, got.bytes));
-        protocol::Frame frame;
-        for (;;) {
-            const auto status = decoder_.next(frame);
-            if (status == protocol::FrameDecoder::Status::NeedMore) break;
-            if (status == protocol::FrameDecoder::Status::Failed)
-                return send_error(decoder_.error(), "malformed frame header");
-            handle_frame(frame);
-            if (phase_ == Phase::Closed || exit_queued_) return;
-        }
+        if (!handle_decoded_frames()) return update_socket_events();
     }
     if (socket_eof_) {
         if (phase_ == Phase::Handshake) {
@@ -115,6 +112,20 @@ void Connection::receive() {
         end(ExitReason::Disconnected);
     }
     update_socket_events();
+}
+
+bool Connection::handle_decoded_frames() {
+    protocol::Frame frame;
+    for (;;) {
+        if (phase_ == Phase::Closed || exit_queued_ || verifying_peer()) return false;
+        const auto status = decoder_.next(frame);
+        if (status == protocol::FrameDecoder::Status::NeedMore) return true;
+        if (status == protocol::FrameDecoder::Status::Failed) {
+            send_error(decoder_.error(), "malformed frame header");
+            return false;
+        }
+        handle_frame(frame);
+    }
 }
 
 void Connection::handle_frame(protocol::Frame& frame) {
@@ -179,9 +190,24 @@ void Connection::handle_start(const protocol::Frame& frame) {
         return send_error(ErrorCode::NotADirectory, "the descriptor sent with START is not a directory");
     if (st.st_dev != request.value->cwd_dev || st.st_ino != request.value->cwd_ino)
         return send_error(ErrorCode::CwdMismatch, "the directory does not match cwd_dev and cwd_ino");
-    // Re-check the peer right before start: it may have exec'd or died since accept.
+    authorize_start(std::move(*request.value), std::move(cwd), false);
+}
+
+void Connection::authorize_start(protocol::StartRequest request, UniqueFd cwd, bool rechecked) {
+    // Check the peer again right before start: it may have exec'd or died since accept.
     std::string why;
-    if (!pidfd_alive(peer_.pidfd.get()) || !server_.backend().peer_allowed(peer_.view(), why))
+    auto verdict = backends::PeerVerdict::Refused;
+    if (pidfd_alive(peer_.pidfd.get())) verdict = server_.backend().check_peer(peer_.view(), why);
+    if (verdict == backends::PeerVerdict::Unsure && !rechecked) {
+        // Perhaps the new main process of an allowed unit that the backend has not learnt
+        // yet: ask it to look again, and read nothing more until it has.
+        rechecked_request_ = std::move(request);
+        rechecked_cwd_ = std::move(cwd);
+        peer_recheck_ = std::make_shared<std::function<void()>>([this] { on_peer_rechecked(); });
+        server_.backend().recheck(peer_recheck_);
+        return;
+    }
+    if (verdict != backends::PeerVerdict::Allowed)
         return send_error(ErrorCode::NotAllowed, why.empty() ? "the peer is gone" : why);
     auto& admission = server_.admission();
     if (!admission.reserve_session())
@@ -191,7 +217,19 @@ void Connection::handle_start(const protocol::Frame& frame) {
     if (!admission.take_admission(now_usec(server_.event())))
         return send_error(ErrorCode::RateLimited, "too many sessions started in the last minute");
     leave_handshake();
-    start_session(std::move(*request.value), std::move(cwd));
+    start_session(std::move(request), std::move(cwd));
+}
+
+void Connection::on_peer_rechecked() {
+    // The backend holds a copy of peer_recheck_ while it calls us: resetting it is safe.
+    peer_recheck_.reset();
+    if (phase_ != Phase::Handshake || exit_queued_ || !rechecked_request_) return;
+    auto request = std::move(*rechecked_request_);
+    rechecked_request_.reset();
+    authorize_start(std::move(request), std::move(rechecked_cwd_), true);
+    // Frames the client sent behind START were left in the decoder and the socket.
+    if (handle_decoded_frames()) receive();
+    else update_socket_events();
 }
 
 void Connection::start_session(protocol::StartRequest request, UniqueFd cwd) {
@@ -248,6 +286,8 @@ void Connection::on_start_failed(const std::string& why) {
 }
 
 void Connection::on_handshake_timeout() {
+    if (verifying_peer())
+        return send_error(ErrorCode::NotAllowed, "the peer could not be verified in time");
     if (phase_ == Phase::Handshake) {
         ++server_.admission().counters().handshake_timeouts;
         return send_error(ErrorCode::HandshakeTimeout, "START did not arrive in time");
@@ -349,7 +389,8 @@ void Connection::on_stalled() {
 void Connection::update_socket_events() {
     if (!socket_source_ || phase_ == Phase::Closed) return;
     std::uint32_t events = 0;
-    if (!socket_eof_ && !exit_queued_) {
+    if (verifying_peer()) events |= EPOLLRDHUP;
+    else if (!socket_eof_ && !exit_queued_) {
         events |= EPOLLRDHUP;
         if (held_input_.size() < server_.config().limits.held_input_bytes) events |= EPOLLIN;
     }
@@ -457,6 +498,8 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
     log_info("refused client", {{"CODE", std::string(protocol::to_string(code))}, {"ERROR", message},
                                 {"PEER_PID", std::to_string(peer_pid())}});
     start_fds_.clear();
+    peer_recheck_.reset();
+    rechecked_cwd_.reset();
     if (session_ && !stopped_) {
         // A session exists: ERROR replaces EXIT, and the session is cleaned up as usual.
         ending_ = true;
@@ -502,6 +545,7 @@ void Connection::close() {
     if (phase_ == Phase::Closed) return;
     socket_source_.reset();
     stall_timer_.reset();
+    peer_recheck_.reset();
     if (socket_) ::shutdown(socket_.get(), SHUT_RDWR);
     socket_.reset();
     socket_eof_ = true;

@@ -3,6 +3,9 @@
 //   Handshake --START ok--> Starting --exec'd--> Running --end--> Ending --EXIT sent--> Closed
 //        \--any failure: ERROR frame, then Closed
 //
+// A START from a peer the backend is Unsure of stays in the Handshake phase while the
+// backend rechecks; the socket is not read meanwhile, so later frames wait in order.
+//
 // Invariants:
 //  - Every descriptor the client sends is owned by a UniqueFd the moment it arrives and is
 //    closed unless it is the one START may carry.
@@ -14,7 +17,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,7 +76,11 @@ private:
     void on_socket(std::uint32_t revents);
     void receive();
     void handle_frame(protocol::Frame& frame);
+    bool handle_decoded_frames();
     void handle_start(const protocol::Frame& frame);
+    void authorize_start(protocol::StartRequest request, UniqueFd cwd, bool rechecked);
+    void on_peer_rechecked();
+    [[nodiscard]] bool verifying_peer() const { return peer_recheck_ != nullptr; }
     void handle_status_request();
     void start_session(protocol::StartRequest request, UniqueFd cwd);
     void on_started(pid_t pid);
@@ -109,6 +118,10 @@ private:
 
     protocol::FrameDecoder decoder_;
     std::vector<UniqueFd> start_fds_;  // received before START completed
+    // While the backend rechecks the peer: the START waiting for its answer.
+    std::shared_ptr<std::function<void()>> peer_recheck_;
+    std::optional<protocol::StartRequest> rechecked_request_;
+    UniqueFd rechecked_cwd_;
     OutputQueue out_;
     std::vector<std::uint8_t> held_input_;
     bool socket_eof_ = false;
@@ -129,8 +142,8 @@ private:
     bool stop_requested_ = false, stopped_ = false, pty_closed_ = false, drain_expired_ = false;
     bool exit_queued_ = false;
     bool close_after_stop_ = false;
-    bool started_ = false;
-    bool stop_after_start_ = false;  // STOP arrived before the command had started  // STARTED is queued: output may follow
+    bool started_ = false;  // STARTED is queued: output may follow
+    bool stop_after_start_ = false;  // STOP arrived before the command had started
 };
 
 }  // namespace ptyvisor::server

@@ -94,8 +94,10 @@ void Server::accept_one(UniqueFd socket) {
     if (peer.cred.uid != 0) {
         if (peer.cred.uid != account_.uid || peer.cred.gid != account_.gid)
             return reject(socket.get(), ErrorCode::NotAllowed, "only the agent's account may connect");
+        // An Unsure peer is admitted like any other; its START waits for the recheck.
         std::string why;
-        if (!backend_->peer_allowed(peer.view(), why)) return reject(socket.get(), ErrorCode::NotAllowed, why);
+        if (backend_->check_peer(peer.view(), why) == backends::PeerVerdict::Refused)
+            return reject(socket.get(), ErrorCode::NotAllowed, why);
     }
     switch (admission_.enter_handshake(peer.cred.pid)) {
         case Admission::Handshake::Refused:

@@ -8,10 +8,6 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$(realpath "${1:?usage: run-systemd.sh RELIABILITY_TESTS [ARGS...]}")
 shift
-# Kinds/FloodAllowUnits.* is left out of the default run while its finding is open: an agent
-# that connects within milliseconds of its unit (re)starting is refused because the cached
-# MainPID still awaits PropertiesChanged (docs/reliability.md, "Open findings"). Run it with
-# PTYVISOR_RELIABILITY_FILTER='Kinds/FloodAllowUnits.*'.
-filter=${PTYVISOR_RELIABILITY_FILTER:-'CrashSafety.*:ExitFidelity.*:FdHostility.*'}
+filter=${PTYVISOR_RELIABILITY_FILTER:-'Kinds/FloodAllowUnits.*:CrashSafety.*:ExitFidelity.*:FdHostility.*'}
 export PTYVISOR_TEST_BACKEND=systemd
 exec "$HERE/../systemd/run.sh" "$BIN" --gtest_filter="$filter" "$@"

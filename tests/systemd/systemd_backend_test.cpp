@@ -7,14 +7,17 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <pwd.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -546,12 +549,12 @@ TEST_F(SystemdBackendTest, PeerInsideASessionIsRefused) {
     peer.pid = o.pid;
     peer.pidfd = inside.get();
     std::string why;
-    EXPECT_FALSE(backend_->peer_allowed(peer, why));
+    EXPECT_EQ(backend_->check_peer(peer, why), PeerVerdict::Refused);
     EXPECT_NE(why.find("inside a session"), std::string::npos) << why;
 
     UniqueFd self(pidfd_open(::getpid()));
     Peer me{::getpid(), 0, 0, self.get()};
-    EXPECT_TRUE(backend_->peer_allowed(me, why)) << why;
+    EXPECT_EQ(backend_->check_peer(me, why), PeerVerdict::Allowed) << why;
     stop(*s);
 }
 
@@ -569,9 +572,9 @@ TEST_F(SystemdBackendTest, AllowedUnitMainPidFollowsRestarts) {
 
     UniqueFd agent(pidfd_open(first));
     ASSERT_TRUE(agent);
-    EXPECT_TRUE(backend->peer_allowed(Peer{first, 0, 0, agent.get()}, why)) << why;
+    EXPECT_EQ(backend->check_peer(Peer{first, 0, 0, agent.get()}, why), PeerVerdict::Allowed) << why;
     UniqueFd self(pidfd_open(::getpid()));
-    EXPECT_FALSE(backend->peer_allowed(Peer{::getpid(), 0, 0, self.get()}, why));
+    EXPECT_EQ(backend->check_peer(Peer{::getpid(), 0, 0, self.get()}, why), PeerVerdict::Refused);
     EXPECT_NE(why.find("not the main process"), std::string::npos) << why;
 
     ASSERT_EQ(run_command("systemctl restart ptyvisor-test-agent.service"), 0);
@@ -580,13 +583,112 @@ TEST_F(SystemdBackendTest, AllowedUnitMainPidFollowsRestarts) {
     ASSERT_NE(second, first);
     UniqueFd agent2(pidfd_open(second));
     ASSERT_TRUE(agent2);
-    EXPECT_TRUE(run_until(event_, [&] {
-        std::string w;
-        return backend->peer_allowed(Peer{second, 0, 0, agent2.get()}, w);
-    }, 5s));
-    EXPECT_FALSE(backend->peer_allowed(Peer{first, 0, 0, agent.get()}, why));
+    // The loop has not run since the restart, so the cache cannot know the new MainPID yet:
+    // the new main process must be a doubt, never a refusal (it would be the agent, refused
+    // for connecting too soon after its unit started).
+    const Peer new_main{second, 0, 0, agent2.get()};
+    EXPECT_EQ(backend->check_peer(new_main, why), PeerVerdict::Unsure) << why;
+    EXPECT_NE(why.find("not known yet"), std::string::npos) << why;
+    auto rechecked = std::make_shared<std::function<void()>>();
+    bool done = false;
+    *rechecked = [&] { done = true; };
+    backend->recheck(rechecked);
+    EXPECT_FALSE(done) << "recheck answers from the loop, not from inside the call";
+    ASSERT_TRUE(run_until(event_, [&] { return done; }, 10s));
+    EXPECT_EQ(backend->check_peer(new_main, why), PeerVerdict::Allowed) << why;
+    EXPECT_EQ(backend->check_peer(Peer{first, 0, 0, agent.get()}, why), PeerVerdict::Refused);
     // A stale PID without a pidfd (the number may be reused) is refused as well.
-    EXPECT_FALSE(backend->peer_allowed(Peer{first, 0, 0, -1}, why));
+    EXPECT_EQ(backend->check_peer(Peer{first, 0, 0, -1}, why), PeerVerdict::Refused);
+    run_command("systemctl stop ptyvisor-test-agent.service");
+}
+
+// A source that is always ready (the listener under a connection flood, a bulk session's
+// PTY) must not starve systemd's messages: the recheck after a restart still completes.
+TEST_F(SystemdBackendTest, BusIsServedWhileAnotherSourceIsAlwaysReady) {
+    run_command("systemctl stop ptyvisor-test-agent.service 2>/dev/null");
+    BackendOptions opts = options();
+    opts.allowed_units = {kAgentUnit};
+    auto backend = make(opts);
+    ASSERT_TRUE(backend);
+    UniqueFd busy(::eventfd(1, EFD_CLOEXEC));  // readable, and never read
+    ASSERT_TRUE(busy);
+    sd_event_source* raw = nullptr;
+    long busy_calls = 0;
+    ASSERT_GE(sd_event_add_io(event_, &raw, busy.get(), EPOLLIN,
+                              [](sd_event_source*, int, uint32_t, void* calls) {
+                                  ++*static_cast<long*>(calls);
+                                  return 0;
+                              },
+                              &busy_calls),
+              0);
+    SourcePtr busy_source(raw);
+
+    for (int round = 0; round < 5; ++round) {
+        ASSERT_EQ(run_command("systemctl restart ptyvisor-test-agent.service 2>/dev/null || "
+                              "systemd-run --quiet --unit=ptyvisor-test-agent sleep 1000"),
+                  0);
+        const pid_t main_pid = unit_main_pid(bus_.get(), kAgentUnit);
+        ASSERT_GT(main_pid, 0);
+        UniqueFd agent(pidfd_open(main_pid));
+        ASSERT_TRUE(agent);
+        auto rechecked = std::make_shared<std::function<void()>>();
+        bool done = false;
+        *rechecked = [&] { done = true; };
+        backend->recheck(rechecked);
+        ASSERT_TRUE(run_until(event_, [&] { return done; }, 10s)) << "round " << round;
+        std::string why;
+        EXPECT_EQ(backend->check_peer(Peer{main_pid, 0, 0, agent.get()}, why), PeerVerdict::Allowed) << why;
+    }
+    EXPECT_GT(busy_calls, 0);
+    run_command("systemctl stop ptyvisor-test-agent.service");
+}
+
+TEST_F(SystemdBackendTest, OtherProcessesOfAnAllowedUnitAreRefusedWithoutARecheck) {
+    run_command("systemctl stop ptyvisor-test-agent.service 2>/dev/null");
+    // The unit's main process starts a background process and hands us its PID through a
+    // FIFO: opening it for reading waits for the writer, with no polling.
+    const std::string fifo = "/tmp/ptyvisor-test-agent-child." + std::to_string(::getpid());
+    ::unlink(fifo.c_str());
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+    ASSERT_EQ(run_command("systemd-run --quiet --unit=ptyvisor-test-agent -p Type=exec "
+                          "sh -c 'sleep 1000 & echo $! > " + fifo + "; exec sleep 1001'"),
+              0);
+    const pid_t main_pid = unit_main_pid(bus_.get(), kAgentUnit);
+    ASSERT_GT(main_pid, 0);
+    pid_t child = 0;
+    {
+        UniqueFd in(::open(fifo.c_str(), O_RDONLY | O_CLOEXEC));
+        ASSERT_TRUE(in) << std::strerror(errno);
+        char text[32] = {};
+        ASSERT_GT(::read(in.get(), text, sizeof text - 1), 0);
+        child = static_cast<pid_t>(std::strtol(text, nullptr, 10));
+    }
+    ::unlink(fifo.c_str());
+    ASSERT_GT(child, 0);
+    ASSERT_NE(child, main_pid);
+    BackendOptions opts = options();
+    opts.allowed_units = {kAgentUnit};
+    auto backend = make(opts);
+    ASSERT_TRUE(backend);
+
+    // The background sleep: same unit, same cgroup, not the main process.
+    UniqueFd child_fd(pidfd_open(child));
+    ASSERT_TRUE(child_fd);
+    std::string why;
+    EXPECT_EQ(backend->check_peer(Peer{child, 0, 0, child_fd.get()}, why), PeerVerdict::Refused) << why;
+    EXPECT_NE(why.find("not the main process"), std::string::npos) << why;
+
+    // A recheck whose caller let go is never called; one that is still held is.
+    auto dropped = std::make_shared<std::function<void()>>();
+    auto kept = std::make_shared<std::function<void()>>();
+    bool dropped_called = false, kept_called = false;
+    *dropped = [&] { dropped_called = true; };
+    *kept = [&] { kept_called = true; };
+    backend->recheck(dropped);
+    backend->recheck(kept);
+    dropped.reset();
+    ASSERT_TRUE(run_until(event_, [&] { return kept_called; }, 10s));
+    EXPECT_FALSE(dropped_called);
     run_command("systemctl stop ptyvisor-test-agent.service");
 }
 

@@ -226,16 +226,16 @@ public:
         return session;
     }
 
-    bool peer_allowed(const Peer& peer, std::string& why) override {
+    PeerVerdict check_peer(const Peer& peer, std::string& why) override {
         const auto cgroup = process_cgroup(peer.pidfd);
         if (root_) {
             if (!cgroup) {
                 why = "cannot read the peer's cgroup";
-                return false;
+                return PeerVerdict::Refused;
             }
             if (cgroup->rfind(root_->all_sessions() + "/", 0) == 0) {
                 why = "the peer runs inside a ptyvisor session";
-                return false;
+                return PeerVerdict::Refused;
             }
         } else {
             // Without cgroups a session is its process session; weaker, since setsid()
@@ -244,7 +244,7 @@ public:
             for (const auto* s : live_)
                 if (sid && *sid == s->session_id()) {
                     why = "the peer runs inside a ptyvisor session";
-                    return false;
+                    return PeerVerdict::Refused;
                 }
         }
         if (!options_.allowed_units.empty()) {
@@ -252,16 +252,28 @@ public:
             for (const auto& unit : options_.allowed_units)
                 if (cgroup && cgroup->size() > unit.size() &&
                     cgroup->compare(cgroup->size() - unit.size() - 1, std::string::npos, "/" + unit) == 0)
-                    return true;
+                    return PeerVerdict::Allowed;
             why = "the peer is not in an allowed unit";
-            return false;
+            return PeerVerdict::Refused;
         }
-        return true;
+        return PeerVerdict::Allowed;
     }
 
     void forget(DirectSession* s) {
         live_.erase(s);
         records_.remove(s->unit());
+    }
+
+    // Never Unsure (no MainPID cache here), so there is nothing to refresh; the answer still
+    // comes from the loop, as the interface promises.
+    void recheck(RecheckCallback done) override {
+        rechecks_.push_back(std::move(done));
+        add_defer(options_.event, recheck_source_, [this] {
+            auto all = std::move(rechecks_);
+            rechecks_.clear();
+            for (auto& waiter : all)
+                if (const auto call = waiter.lock()) (*call)();
+        });
     }
 
 private:
@@ -270,6 +282,8 @@ private:
     SessionRecords records_;
     std::set<DirectSession*> live_;
     EventSource keep_inotify_;
+    EventSource recheck_source_;
+    std::vector<RecheckCallback> rechecks_;
 };
 
 DirectSession::~DirectSession() {

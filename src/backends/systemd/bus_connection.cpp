@@ -70,7 +70,12 @@ bool BusConnection::connect(std::string& why) {
     }
     sd_bus_set_exit_on_disconnect(bus.get(), 0);
     sd_bus_set_method_call_timeout(bus.get(), kStartupCallTimeoutUsec);
-    r = sd_bus_attach_event(bus.get(), event_, SD_EVENT_PRIORITY_NORMAL);
+    // Ahead of every other source. sd-bus dispatches messages it has already read from a
+    // timer whose time it sets before every iteration, which makes that timer the newest
+    // pending source each time; at equal priority an always-ready source (the listener
+    // under a connection flood, a bulk session's PTY) then wins every tie and systemd's
+    // replies and signals are never processed. systemd's messages are few; new peers wait.
+    r = sd_bus_attach_event(bus.get(), event_, SD_EVENT_PRIORITY_IMPORTANT);
     if (r < 0) {
         why = "cannot attach the bus to the event loop: " + describe_errno(r);
         return false;

@@ -62,31 +62,71 @@ bool MainPidTracker::load(std::string& why) {
     return true;
 }
 
-void MainPidTracker::request(Entry& e) {
+bool MainPidTracker::send_get(Entry& e, SlotPtr& slot, sd_bus_message_handler_t callback) {
     sd_bus_message* raw = nullptr;
-    if (!conn_->bus()) return;
+    if (!conn_->bus()) return false;
     int r = sd_bus_message_new_method_call(conn_->bus(), &raw, kSystemdService, e.path.c_str(),
                                            kPropertiesInterface, "Get");
     MessagePtr m(raw);
     if (r >= 0) r = sd_bus_message_append(m.get(), "ss", kServiceInterface, "MainPID");
-    if (r < 0) return;
+    if (r >= 0) r = conn_->call_async(slot, m.get(), callback, &e);
+    return r >= 0;
+}
+
+void MainPidTracker::request(Entry& e) {
     // Replacing the slot drops the earlier request's callback: only the latest reply counts.
-    conn_->call_async(e.call, m.get(), &MainPidTracker::on_main_pid, &e);
+    send_get(e, e.call, &MainPidTracker::on_main_pid);
 }
 
 int MainPidTracker::on_properties_changed(sd_bus_message*, void* userdata, sd_bus_error*) {
     auto* e = static_cast<Entry*>(userdata);
+    e->change_unread = true;
     e->owner->request(*e);
     return 0;
 }
 
 int MainPidTracker::on_main_pid(sd_bus_message* m, void* userdata, sd_bus_error*) {
     auto* e = static_cast<Entry*>(userdata);
+    e->change_unread = false;
     if (sd_bus_message_is_method_error(m, nullptr)) return 0;  // kept; re-read on bus_ready
     std::uint32_t pid = 0;
     if (sd_bus_message_read(m, "v", "u", &pid) < 0) return 0;
     e->owner->apply(*e, static_cast<pid_t>(pid));
     return 0;
+}
+
+void MainPidTracker::recheck(RecheckCallback done) {
+    next_waiters_.push_back(std::move(done));
+    if (round_outstanding_ == 0) start_round();
+}
+
+void MainPidTracker::start_round() {
+    round_waiters_.insert(round_waiters_.end(), std::make_move_iterator(next_waiters_.begin()),
+                          std::make_move_iterator(next_waiters_.end()));
+    next_waiters_.clear();
+    for (auto& e : entries_)
+        if (send_get(*e, e->round_call, &MainPidTracker::on_round_reply)) ++round_outstanding_;
+    // Nothing could be sent (the bus is away): the waiters stay for bus_ready's round, and
+    // their connections' handshake timeout bounds the wait.
+}
+
+int MainPidTracker::on_round_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* e = static_cast<Entry*>(userdata);
+    MainPidTracker* self = e->owner;
+    std::uint32_t pid = 0;
+    // systemd answers in order, so this reply is at least as new as any applied before it.
+    if (!sd_bus_message_is_method_error(m, nullptr) && sd_bus_message_read(m, "v", "u", &pid) >= 0)
+        self->apply(*e, static_cast<pid_t>(pid));
+    if (self->round_outstanding_ > 0 && --self->round_outstanding_ == 0) self->finish_round();
+    return 0;
+}
+
+void MainPidTracker::finish_round() {
+    auto done = std::move(round_waiters_);
+    round_waiters_.clear();
+    if (!next_waiters_.empty()) start_round();
+    for (auto& waiter : done)
+        if (const auto call = waiter.lock()) (*call)();
 }
 
 void MainPidTracker::apply(Entry& e, pid_t pid) {
@@ -104,16 +144,34 @@ void MainPidTracker::apply(Entry& e, pid_t pid) {
     e.pidfd = std::move(fd);
 }
 
-bool MainPidTracker::is_main_pid(pid_t pid, int peer_pidfd) const {
-    if (pid <= 0) return false;
+bool MainPidTracker::knows_live_main_pid(const Entry& e) {
+    return e.pidfd && pidfd_alive(e.pidfd.get());
+}
+
+PeerVerdict MainPidTracker::check(pid_t pid, int peer_pidfd, const std::string& peer_cgroup,
+                                  std::string& why) const {
+    if (pid <= 0) {
+        why = "peer has exited";
+        return PeerVerdict::Refused;
+    }
     for (const auto& e : entries_) {
         if (!e->pidfd || e->pid != pid) continue;
         if (!pidfd_alive(e->pidfd.get()) || pidfd_to_pid(e->pidfd.get()) != pid) continue;
         // Both alive and the same number at overlapping times: the same process.
-        if (peer_pidfd >= 0 && !pidfd_alive(peer_pidfd)) return false;
-        return true;
+        if (peer_pidfd >= 0 && !pidfd_alive(peer_pidfd)) {
+            why = "peer has exited";
+            return PeerVerdict::Refused;
+        }
+        return PeerVerdict::Allowed;
     }
-    return false;
+    const std::string leaf(cgroup_leaf(peer_cgroup));
+    for (const auto& e : entries_)
+        if (leaf == e->unit && (e->change_unread || !knows_live_main_pid(*e))) {
+            why = "peer runs in " + e->unit + ", whose main process is not known yet";
+            return PeerVerdict::Unsure;
+        }
+    why = "peer is not the main process of an allowed unit";
+    return PeerVerdict::Refused;
 }
 
 pid_t MainPidTracker::main_pid(const std::string& unit) const {
@@ -126,7 +184,13 @@ void MainPidTracker::bus_lost() {
     for (auto& e : entries_) {
         e->match.reset();
         e->call.reset();
+        e->round_call.reset();
     }
+    // The round's replies will never come: its waiters join the round bus_ready starts.
+    round_outstanding_ = 0;
+    next_waiters_.insert(next_waiters_.begin(), std::make_move_iterator(round_waiters_.begin()),
+                         std::make_move_iterator(round_waiters_.end()));
+    round_waiters_.clear();
 }
 
 void MainPidTracker::bus_ready(bool new_bus) {
@@ -134,6 +198,7 @@ void MainPidTracker::bus_ready(bool new_bus) {
         if (new_bus) add_match(*e);
         request(*e);
     }
+    if (round_outstanding_ == 0 && (!next_waiters_.empty() || !round_waiters_.empty())) start_round();
 }
 
 }  // namespace ptyvisor::backends::systemd

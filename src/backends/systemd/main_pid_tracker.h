@@ -11,6 +11,13 @@
 // only if that process sits in the unit's cgroup and is still alive afterwards. A peer
 // matches when its pidfd and the cached pidfd are both alive and name the same PID: two live
 // processes cannot share a PID, so a recycled PID can never pass.
+//
+// The cache lags systemd by one signal and one round trip: a unit's new main process can
+// connect before we learn it. Such a peer (in the unit's cgroup while the cached MainPID is
+// dead, or a change is unread) is Unsure, not refused; recheck() then reads every MainPID
+// afresh. Rechecks are batched into rounds, one round in flight at a time, so a flood of
+// doubtful peers cannot flood the bus. While the cached MainPID is alive and current, any
+// other process of the unit is refused at once, without a round trip.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/systemd/bus_connection.h"
 #include "common/unique_fd.h"
 
@@ -34,9 +42,14 @@ public:
     // Installs the matches and reads every MainPID synchronously. Start-up only.
     bool load(std::string& why);
 
-    // Whether the process `pid` (already resolved from the peer's pidfd) is the live MainPID
-    // of an allowed unit. `peer_pidfd` (or -1) is re-checked for liveness after the compare.
-    [[nodiscard]] bool is_main_pid(pid_t pid, int peer_pidfd) const;
+    // Whether the process `pid` (already resolved from the peer's pidfd, whose cgroup is
+    // `peer_cgroup`) is the live MainPID of an allowed unit. `peer_pidfd` (or -1) is
+    // re-checked for liveness after the compare.
+    [[nodiscard]] PeerVerdict check(pid_t pid, int peer_pidfd, const std::string& peer_cgroup,
+                                    std::string& why) const;
+
+    // Reads every MainPID again and calls `done` when the round's replies are in.
+    void recheck(RecheckCallback done);
 
     // The cached MainPID of `unit` (0 when none), for logs and tests.
     [[nodiscard]] pid_t main_pid(const std::string& unit) const;
@@ -47,23 +60,33 @@ private:
         std::string unit;
         std::string path;
         SlotPtr match;
-        SlotPtr call;
+        SlotPtr call;        // the read a PropertiesChanged asked for
+        SlotPtr round_call;  // this entry's read in the current recheck round
+        bool change_unread = false;  // a PropertiesChanged whose read has not come back
         pid_t pid = 0;
         UniqueFd pidfd;
     };
 
     void add_match(Entry& e);
+    bool send_get(Entry& e, SlotPtr& slot, sd_bus_message_handler_t callback);
     void request(Entry& e);
     void apply(Entry& e, pid_t pid);
+    [[nodiscard]] static bool knows_live_main_pid(const Entry& e);
+    void start_round();
+    void finish_round();
 
     void bus_lost() override;
     void bus_ready(bool new_bus) override;
 
     static int on_properties_changed(sd_bus_message* m, void* userdata, sd_bus_error* error);
     static int on_main_pid(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static int on_round_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
 
     std::shared_ptr<BusConnection> conn_;
     std::vector<std::unique_ptr<Entry>> entries_;
+    std::vector<RecheckCallback> round_waiters_;  // answered when the round in flight ends
+    std::vector<RecheckCallback> next_waiters_;   // asked during a round: they need the next
+    std::size_t round_outstanding_ = 0;           // replies the round in flight still awaits
 };
 
 }  // namespace ptyvisor::backends::systemd

@@ -233,35 +233,38 @@ std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents e
     return session;
 }
 
-bool SystemdBackend::peer_allowed(const Peer& peer, std::string& why) {
+PeerVerdict SystemdBackend::check_peer(const Peer& peer, std::string& why) {
     const pid_t pid = peer.pidfd >= 0 ? pidfd_to_pid(peer.pidfd) : peer.pid;
     if (pid <= 0) {
         why = pid == 0 ? "peer is outside our PID namespace" : "peer has exited";
-        return false;
+        return PeerVerdict::Refused;
     }
     const auto cgroup = read_cgroup(pid);
     // Read first, then make sure the process we read about is still the one behind the
     // pidfd: a PID reused in between would have made us read a stranger's cgroup.
     if (peer.pidfd >= 0 && !pidfd_alive(peer.pidfd)) {
         why = "peer has exited";
-        return false;
+        return PeerVerdict::Refused;
     }
     if (!cgroup) {
         why = "cannot read the peer's cgroup";
-        return false;
+        return PeerVerdict::Refused;
     }
     if (cgroup_in_session(*cgroup, options_.unit_prefix)) {
         why = "peer runs inside a session (" + *cgroup + ")";
-        return false;
+        return PeerVerdict::Refused;
     }
-    if (!options_.allowed_units.empty() && !tracker_->is_main_pid(pid, peer.pidfd)) {
+    if (options_.allowed_units.empty()) return PeerVerdict::Allowed;
+    const auto verdict = tracker_->check(pid, peer.pidfd, *cgroup, why);
+    if (verdict == PeerVerdict::Refused) {
         std::string list;
         for (const auto& u : options_.allowed_units) list += (list.empty() ? "" : ", ") + u;
-        why = "peer is not the main process of an allowed unit (" + list + ")";
-        return false;
+        why += " (" + list + ")";
     }
-    return true;
+    return verdict;
 }
+
+void SystemdBackend::recheck(RecheckCallback done) { tracker_->recheck(std::move(done)); }
 
 pid_t SystemdBackend::allowed_unit_main_pid(const std::string& unit) const {
     return tracker_->main_pid(unit);

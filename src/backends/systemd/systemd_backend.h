@@ -31,7 +31,8 @@ public:
     [[nodiscard]] std::string_view name() const override { return "systemd"; }
     bool cleanup_orphans(Clock::time_point deadline, std::string& why) override;
     std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events, std::string& why) override;
-    bool peer_allowed(const Peer& peer, std::string& why) override;
+    PeerVerdict check_peer(const Peer& peer, std::string& why) override;
+    void recheck(RecheckCallback done) override;
 
     // The cached MainPID of an allowed unit (0 when none); for logs and tests.
     [[nodiscard]] pid_t allowed_unit_main_pid(const std::string& unit) const;
