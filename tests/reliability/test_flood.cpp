@@ -154,19 +154,50 @@ std::string agent_binary() {
 #endif
 }
 
+// What the agent unit did: its report, and its latencies to STARTED.
+struct AgentUnitRun {
+    std::optional<ExitInfo> exit;
+    std::string systemd_run_output;
+    std::string report;
+    std::vector<double> ms;
+    double seconds = 0;
+};
+
+// Runs the reliability agent as rel-agent.service (the allowed unit) until it has made
+// `requests` requests, with `extra` arguments.
+AgentUnitRun run_agent_unit(const std::string& socket, const std::string& work, const Account& account,
+                            const std::string& out, std::size_t requests,
+                            const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {
+        "systemd-run", "--quiet", "--wait", "--collect", "--unit=rel-agent.service", "-p", "Type=exec",
+        "-p", "User=" + account.name, "-p", "WorkingDirectory=" + work, "-p",
+        "StandardOutput=file:" + out, "-p", "StandardError=inherit", agent_binary(), "--socket", socket,
+        "--count", std::to_string(requests)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    AgentUnitRun r;
+    const auto t0 = Clock::now();
+    r.exit = rel::run_captured(argv, Millis(300000), r.systemd_run_output);
+    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.report = read_text_file(out);
+    std::size_t at = 0;
+    while ((at = r.report.find("lat ", at)) != std::string::npos) {
+        r.ms.push_back(std::stod(r.report.substr(at + 4)));
+        at += 4;
+    }
+    return r;
+}
+
 class FloodAllowUnits : public EndToEnd, public ::testing::WithParamInterface<FloodCase> {};
 
 TEST_P(FloodAllowUnits, FloodersAreRefusedAtAcceptAndTheAgentUnitIsServed) {
     if (!inside_systemd())
         GTEST_SKIP() << "needs the systemd backend inside the harness (tests/reliability/run-systemd.sh)";
     const FloodCase& fc = GetParam();
-    const std::string unit = "rel-agent.service";
     DaemonConfig cfg = config();
-    cfg.allow_units = {unit};
+    cfg.allow_units = {"rel-agent.service"};
     DaemonProcess* d = start_daemon(cfg);
     ASSERT_NE(d, nullptr);
-    const std::string agent = agent_binary();
-    ASSERT_FALSE(agent.empty()) << "set PTYVISOR_RELIABILITY_AGENT";
+    ASSERT_FALSE(agent_binary().empty()) << "set PTYVISOR_RELIABILITY_AGENT";
 
     // Many more flooding processes than uid-only admission could share slots with: here
     // none of them may hold anything at all.
@@ -188,16 +219,7 @@ TEST_P(FloodAllowUnits, FloodersAreRefusedAtAcceptAndTheAgentUnitIsServed) {
     for (auto& f : floods) ASSERT_TRUE(f->wait_engaged(Millis(30000)));
 
     const std::size_t requests = scaled(25, 100);
-    const std::string out = *dir_ / "agent.out";
-    std::string output;
-    const auto t0 = Clock::now();
-    const auto e = rel::run_captured(
-        {"systemd-run", "--quiet", "--wait", "--collect", "--unit=" + unit, "-p", "Type=exec",
-         "-p", "User=" + account_->name, "-p", "WorkingDirectory=" + work_, "-p",
-         "StandardOutput=file:" + out, "-p", "StandardError=inherit", agent, "--socket", socket_,
-         "--count", std::to_string(requests)},
-        Millis(300000), output);
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const auto run = run_agent_unit(socket_, work_, *account_, *dir_ / "agent.out", requests);
 
     rel::FloodStats total;
     for (auto& f : floods) {
@@ -207,22 +229,16 @@ TEST_P(FloodAllowUnits, FloodersAreRefusedAtAcceptAndTheAgentUnitIsServed) {
         total.closed_silently += s.closed_silently;
         for (const auto& [k, v] : s.errors) total.errors[k] += v;
     }
-    const std::string report = read_text_file(out);
-    std::vector<double> ms;
-    std::size_t at = 0;
-    while ((at = report.find("lat ", at)) != std::string::npos) {
-        ms.push_back(std::stod(report.substr(at + 4)));
-        at += 4;
-    }
-    const auto lat = rel::summarize(ms);
+    const auto lat = rel::summarize(run.ms);
     std::cout << "[flood allow_units] " << fc.name << ": agent " << lat.describe() << " over "
-              << seconds << " s; flood " << total.describe() << "\n";
+              << run.seconds << " s; flood " << total.describe() << "\n";
     RecordProperty("agent_p50_ms", std::to_string(lat.p50));
     RecordProperty("agent_p99_ms", std::to_string(lat.p99));
 
-    ASSERT_TRUE(e) << "systemd-run did not finish: " << output;
-    EXPECT_TRUE(e->exited_with(0)) << e->describe() << "\nsystemd-run: " << output << "\nagent: " << report;
-    EXPECT_EQ(ms.size(), requests) << report;
+    ASSERT_TRUE(run.exit) << "systemd-run did not finish: " << run.systemd_run_output;
+    EXPECT_TRUE(run.exit->exited_with(0)) << run.exit->describe() << "\nsystemd-run: "
+                                          << run.systemd_run_output << "\nagent: " << run.report;
+    EXPECT_EQ(run.ms.size(), requests) << run.report;
     EXPECT_LT(lat.p99, 2000.0);
     if (!fc.kinds.empty()) {
         EXPECT_GT(total.attempts, 0);
@@ -240,6 +256,38 @@ TEST_P(FloodAllowUnits, FloodersAreRefusedAtAcceptAndTheAgentUnitIsServed) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, FloodAllowUnits, ::testing::ValuesIn(kCases),
                          [](const auto& p) { return std::string(p.param.name); });
+
+// The attackers that matter most with allow_units: the agent's own children, in its own
+// unit and cgroup, flooding from its first millisecond and asking for sessions exactly as
+// it does, while the daemon may not have learnt the unit's new MainPID yet. The agent gets
+// every session; a sibling gets none.
+class FloodFromTheAgentsUnit : public EndToEnd {};
+
+TEST_F(FloodFromTheAgentsUnit, SiblingsGetNoSessionAndTheAgentIsServed) {
+    if (!inside_systemd())
+        GTEST_SKIP() << "needs the systemd backend inside the harness (tests/reliability/run-systemd.sh)";
+    DaemonConfig cfg = config();
+    cfg.allow_units = {"rel-agent.service"};
+    DaemonProcess* d = start_daemon(cfg);
+    ASSERT_NE(d, nullptr);
+    const std::size_t requests = scaled(25, 100);
+    const auto run = run_agent_unit(socket_, work_, *account_, *dir_ / "agent.out", requests,
+                                    {"--sibling-flood", "all", "--sibling-requests", std::to_string(requests)});
+    const auto lat = rel::summarize(run.ms);
+    std::cout << "[flood from the agent's unit] agent " << lat.describe() << " over " << run.seconds
+              << " s\n" << run.report.substr(run.report.find("sibling"));
+
+    ASSERT_TRUE(run.exit) << "systemd-run did not finish: " << run.systemd_run_output;
+    EXPECT_TRUE(run.exit->exited_with(0)) << run.exit->describe() << "\nagent: " << run.report;
+    EXPECT_EQ(run.ms.size(), requests) << run.report;
+    EXPECT_LT(lat.p99, 2000.0);
+    // Every sibling request refused as not the main process, however early it came.
+    EXPECT_NE(run.report.find("sibling requests started 0, " + std::to_string(requests) + " x ERROR not_allowed\n"),
+              std::string::npos)
+        << run.report;
+    EXPECT_EQ(run.report.find("sibling flood failed"), std::string::npos) << run.report;
+    EXPECT_TRUE(d->running());
+}
 
 }  // namespace
 }  // namespace ptyvisor::itest
