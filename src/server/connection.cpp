@@ -88,12 +88,18 @@ void Connection::receive() {
             socket_eof_ = true;
             break;
         }
-        if (got.control_truncated)
+        // Refused descriptors are closed before the ERROR goes out: a client that has read
+        // it can count on them being gone.
+        if (got.control_truncated) {
+            got.fds.clear();
             return send_error(ErrorCode::WrongFdCount, "ancillary data was truncated");
+        }
         if (!got.fds.empty()) {
-            if (phase_ != Phase::Handshake || start_fds_.size() + got.fds.size() > 1)
+            if (phase_ != Phase::Handshake || start_fds_.size() + got.fds.size() > 1) {
+                got.fds.clear();
                 return send_error(ErrorCode::WrongFdCount,
                                   "exactly one descriptor may be sent, and only with START");
+            }
             start_fds_.push_back(std::move(got.fds.front()));
         }
         if (got.eof) {
@@ -183,13 +189,14 @@ void Connection::handle_start(const protocol::Frame& frame) {
     if (!request) return send_error(ErrorCode::BadFrame, "START: " + request.error);
     if (start_fds_.size() != 1)
         return send_error(ErrorCode::WrongFdCount, "START must carry exactly one descriptor, the working directory");
-    UniqueFd cwd = std::move(start_fds_.front());
-    start_fds_.clear();
+    // Judged where it is: send_error closes start_fds_ before the ERROR goes out.
     struct stat st{};
-    if (::fstat(cwd.get(), &st) < 0 || !S_ISDIR(st.st_mode))
+    if (::fstat(start_fds_.front().get(), &st) < 0 || !S_ISDIR(st.st_mode))
         return send_error(ErrorCode::NotADirectory, "the descriptor sent with START is not a directory");
     if (st.st_dev != request.value->cwd_dev || st.st_ino != request.value->cwd_ino)
         return send_error(ErrorCode::CwdMismatch, "the directory does not match cwd_dev and cwd_ino");
+    UniqueFd cwd = std::move(start_fds_.front());
+    start_fds_.clear();
     authorize_start(std::move(*request.value), std::move(cwd), false);
 }
 
@@ -207,15 +214,20 @@ void Connection::authorize_start(protocol::StartRequest request, UniqueFd cwd, b
         server_.backend().recheck(peer_recheck_);
         return;
     }
+    // Every refusal closes the directory before its ERROR goes out.
+    const auto refuse = [&](ErrorCode code, const std::string& message) {
+        cwd.reset();
+        send_error(code, message);
+    };
     if (verdict != backends::PeerVerdict::Allowed)
-        return send_error(ErrorCode::NotAllowed, why.empty() ? "the peer is gone" : why);
+        return refuse(ErrorCode::NotAllowed, why.empty() ? "the peer is gone" : why);
     auto& admission = server_.admission();
     if (!admission.reserve_session())
-        return send_error(ErrorCode::Busy, "all " + std::to_string(server_.config().limits.max_sessions) +
-                                               " session slots are in use");
+        return refuse(ErrorCode::Busy, "all " + std::to_string(server_.config().limits.max_sessions) +
+                                           " session slots are in use");
     holds_session_slot_ = true;
     if (!admission.take_admission(now_usec(server_.event())))
-        return send_error(ErrorCode::RateLimited, "too many sessions started in the last minute");
+        return refuse(ErrorCode::RateLimited, "too many sessions started in the last minute");
     leave_handshake();
     start_session(std::move(request), std::move(cwd));
 }
