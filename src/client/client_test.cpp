@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "client/client.h"
+#include "common/linux.h"
+#include "common/testing/as_nobody.h"
 #include "client/utf8.h"
 #include "protocol/fd_passing.h"
 #include "protocol/frame.h"
@@ -165,6 +168,54 @@ TEST(ClientStart, CarriesExactlyOneDirectoryFdMatchingDevIno) {
     // The descriptor is opened read-only: the daemon gets proof of access, not write access.
     EXPECT_EQ(::fcntl(server.fds[0].get(), F_GETFL) & O_ACCMODE, O_RDONLY);
     EXPECT_TRUE(nothing_to_read(server.fd));
+}
+
+// Another process of the account has filled the account's descriptors in flight, and the
+// hard limit leaves no room to retry: START fails with a message that names the cause.
+TEST(ClientStart, DescriptorsInFlightExhaustedIsExplained) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root, to drop to another account";
+    const int code = testing::run_as_nobody([] {
+        int stuffed[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stuffed) != 0) return 10;
+        auto [client, server_fd] = make_pair();
+        std::vector<UniqueFd> copies;
+        for (int i = 0; i < SCM_MAX_FD; ++i) copies.emplace_back(::dup(stuffed[0]));
+        const rlimit tight{64, 64};
+        if (::setrlimit(RLIMIT_NOFILE, &tight) != 0) return 11;
+        // 253 copies a message into a socket nobody reads, until the kernel refuses more.
+        bool refused = false;
+        for (int i = 0; i < 8 && !refused; ++i) {
+            std::vector<int> raw;
+            for (const auto& c : copies) raw.push_back(c.get());
+            char byte = 'x';
+            iovec iov{&byte, 1};
+            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * SCM_MAX_FD)];
+            msghdr msg{};
+            msg.msg_iov = &iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control;
+            msg.msg_controllen = sizeof control;
+            cmsghdr* c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int) * raw.size());
+            std::memcpy(CMSG_DATA(c), raw.data(), sizeof(int) * raw.size());
+            refused = ::sendmsg(stuffed[1], &msg, MSG_NOSIGNAL) < 0 && errno == ETOOMANYREFS;
+        }
+        if (!refused) return 12;
+        copies.clear();  // what is in flight stays in flight; the client needs room to open "/"
+        StartOptions o = sample_options();
+        o.cwd = "/";
+        try {
+            client.start(o);
+        } catch (const ClientError& e) {
+            return std::string(e.what()).find("ETOOMANYREFS") != std::string::npos ? 0 : 13;
+        } catch (...) {
+            return 14;
+        }
+        return 15;
+    });
+    EXPECT_EQ(code, 0) << "see the numbered steps in the test";
 }
 
 TEST(ClientStart, BorrowedDirectoryFdIsSentAndStaysOpen) {

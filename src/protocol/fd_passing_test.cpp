@@ -7,10 +7,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <grp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,12 +16,12 @@
 
 #include <cerrno>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "common/linux.h"
+#include "common/testing/as_nobody.h"
 #include "common/unique_fd.h"
 #include "protocol/fd_passing.h"
 #include "protocol/frame.h"
@@ -596,26 +594,11 @@ TEST(SendWithFd, ClosedPeerIsAnErrorNotASignal) {
     EXPECT_EQ(send_with_fd(pair.sender.get(), wire, devnull.get()), EPIPE);
 }
 
-// Runs `body` in a child that has dropped root for nobody (root may pass descriptors past
-// the in-flight limit) and returns its exit code; 100+ means the child could not drop.
-int run_as_nobody(const std::function<int()>& body) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
-            ::setresuid(65534, 65534, 65534) != 0)
-            ::_exit(100);
-        ::_exit(body());
-    }
-    int status = 0;
-    if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 101;
-    return WEXITSTATUS(status);
-}
-
 // Another process of the account stuffs a socket nobody reads with descriptors until the
 // kernel refuses more (ETOOMANYREFS); a START must still get its directory through.
 TEST(SendWithFd, GetsThroughAnAccountStuffedWithFdsInFlight) {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root, to drop to another account";
-    const int code = run_as_nobody([] {
+    const int code = testing::run_as_nobody([] {
         auto stuffed = socket_pair();
         auto pair = socket_pair();
         UniqueFd dir(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
