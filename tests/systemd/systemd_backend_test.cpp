@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/systemd/bus_connection.h"
+#include "backends/systemd/main_pid_tracker.h"
 #include "backends/systemd/sd_ptr.h"
 #include "backends/systemd/systemd_backend.h"
 #include "common/linux.h"
@@ -641,6 +643,34 @@ TEST_F(SystemdBackendTest, BusIsServedWhileAnotherSourceIsAlwaysReady) {
     }
     EXPECT_GT(busy_calls, 0);
     run_command("systemctl stop ptyvisor-test-agent.service");
+}
+
+// A process that outlives the agent in its unit can send START after START, each one a
+// recheck. Rounds are spaced: one asked for right after another waits for its turn, and
+// every recheck asked for meanwhile shares it.
+TEST_F(SystemdBackendTest, RecheckRoundsAreSpacedAndShared) {
+    std::string why;
+    auto conn = systemd::BusConnection::open(event_, why);
+    ASSERT_TRUE(conn) << why;
+    systemd::MainPidTracker tracker(conn, {kAgentUnit}, std::chrono::seconds(1));
+    ASSERT_TRUE(tracker.load(why)) << why;
+
+    auto first = std::make_shared<std::function<void()>>();
+    bool first_done = false;
+    *first = [&] { first_done = true; };
+    tracker.recheck(first);
+    EXPECT_EQ(tracker.rounds_started(), 1u) << "the first round goes at once";
+    ASSERT_TRUE(run_until(event_, [&] { return first_done; }, 10s));
+
+    int later_done = 0;
+    std::vector<std::shared_ptr<std::function<void()>>> later;
+    for (int i = 0; i < 50; ++i) {
+        later.push_back(std::make_shared<std::function<void()>>([&] { ++later_done; }));
+        tracker.recheck(later.back());
+    }
+    EXPECT_EQ(tracker.rounds_started(), 1u) << "within the interval, no second round yet";
+    ASSERT_TRUE(run_until(event_, [&] { return later_done == 50; }, 10s));
+    EXPECT_EQ(tracker.rounds_started(), 2u) << "fifty rechecks, one round";
 }
 
 TEST_F(SystemdBackendTest, OtherProcessesOfAnAllowedUnitAreRefusedWithoutARecheck) {

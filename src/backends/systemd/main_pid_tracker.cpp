@@ -5,8 +5,9 @@
 
 namespace ptyvisor::backends::systemd {
 
-MainPidTracker::MainPidTracker(std::shared_ptr<BusConnection> conn, std::vector<std::string> units)
-    : conn_(std::move(conn)) {
+MainPidTracker::MainPidTracker(std::shared_ptr<BusConnection> conn, std::vector<std::string> units,
+                               std::chrono::microseconds min_round_interval)
+    : conn_(std::move(conn)), min_round_interval_(min_round_interval) {
     for (auto& unit : units) {
         auto e = std::make_unique<Entry>();
         e->owner = this;
@@ -97,10 +98,31 @@ int MainPidTracker::on_main_pid(sd_bus_message* m, void* userdata, sd_bus_error*
 
 void MainPidTracker::recheck(RecheckCallback done) {
     next_waiters_.push_back(std::move(done));
-    if (round_outstanding_ == 0) start_round();
+    maybe_start_round();
+}
+
+void MainPidTracker::maybe_start_round() {
+    if (round_outstanding_ > 0 || round_timer_) return;  // the waiters join the next round
+    sd_event* event = conn_->event();
+    std::uint64_t now = 0;
+    sd_event_now(event, CLOCK_MONOTONIC, &now);
+    const auto due = last_round_usec_ + static_cast<std::uint64_t>(min_round_interval_.count());
+    if (last_round_usec_ == 0 || now >= due) return start_round();
+    sd_event_source* s = nullptr;
+    const auto on_due = [](sd_event_source*, std::uint64_t, void* self) {
+        auto* tracker = static_cast<MainPidTracker*>(self);
+        tracker->round_timer_.reset();
+        tracker->start_round();
+        return 0;
+    };
+    // Without the timer the waiters would stay until the next recheck; go at once instead.
+    if (sd_event_add_time(event, &s, CLOCK_MONOTONIC, due, 1000, on_due, this) < 0) return start_round();
+    round_timer_.reset(s);
 }
 
 void MainPidTracker::start_round() {
+    sd_event_now(conn_->event(), CLOCK_MONOTONIC, &last_round_usec_);
+    ++rounds_started_;
     round_waiters_.insert(round_waiters_.end(), std::make_move_iterator(next_waiters_.begin()),
                           std::make_move_iterator(next_waiters_.end()));
     next_waiters_.clear();
@@ -124,7 +146,7 @@ int MainPidTracker::on_round_reply(sd_bus_message* m, void* userdata, sd_bus_err
 void MainPidTracker::finish_round() {
     auto done = std::move(round_waiters_);
     round_waiters_.clear();
-    if (!next_waiters_.empty()) start_round();
+    if (!next_waiters_.empty()) maybe_start_round();
     for (auto& waiter : done)
         if (const auto call = waiter.lock()) (*call)();
 }
@@ -198,7 +220,7 @@ void MainPidTracker::bus_ready(bool new_bus) {
         if (new_bus) add_match(*e);
         request(*e);
     }
-    if (round_outstanding_ == 0 && (!next_waiters_.empty() || !round_waiters_.empty())) start_round();
+    if (!next_waiters_.empty() || !round_waiters_.empty()) maybe_start_round();
 }
 
 }  // namespace ptyvisor::backends::systemd

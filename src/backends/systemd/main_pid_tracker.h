@@ -15,26 +15,34 @@
 // The cache lags systemd by one signal and one round trip: a unit's new main process can
 // connect before we learn it. Such a peer (in the unit's cgroup while the cached MainPID is
 // dead, or a change is unread) is Unsure, not refused; recheck() then reads every MainPID
-// afresh. Rechecks are batched into rounds, one round in flight at a time, so a flood of
-// doubtful peers cannot flood the bus. While the cached MainPID is alive and current, any
-// other process of the unit is refused at once, without a round trip.
+// afresh. Rechecks are batched into rounds, one round in flight at a time, and rounds start
+// at least `min_round_interval` apart: a process that outlives the agent in its unit and
+// sends START after START can make us ask systemd a few dozen times a second, not as fast
+// as systemd answers. While the cached MainPID is alive and current, any other process of
+// the unit is refused at once, without a round trip.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/backend.h"
 #include "backends/systemd/bus_connection.h"
+#include "backends/systemd/sd_ptr.h"
 #include "common/unique_fd.h"
 
 namespace ptyvisor::backends::systemd {
 
 class MainPidTracker final : private ConnectionListener {
 public:
-    MainPidTracker(std::shared_ptr<BusConnection> conn, std::vector<std::string> units);
+    static constexpr std::chrono::microseconds kMinRoundInterval{20'000};
+
+    MainPidTracker(std::shared_ptr<BusConnection> conn, std::vector<std::string> units,
+                   std::chrono::microseconds min_round_interval = kMinRoundInterval);
     ~MainPidTracker();
     MainPidTracker(const MainPidTracker&) = delete;
     MainPidTracker& operator=(const MainPidTracker&) = delete;
@@ -50,6 +58,9 @@ public:
 
     // Reads every MainPID again and calls `done` when the round's replies are in.
     void recheck(RecheckCallback done);
+
+    // How many recheck rounds have been sent, for tests.
+    [[nodiscard]] std::uint64_t rounds_started() const { return rounds_started_; }
 
     // The cached MainPID of `unit` (0 when none), for logs and tests.
     [[nodiscard]] pid_t main_pid(const std::string& unit) const;
@@ -72,6 +83,7 @@ private:
     void request(Entry& e);
     void apply(Entry& e, pid_t pid);
     [[nodiscard]] static bool knows_live_main_pid(const Entry& e);
+    void maybe_start_round();
     void start_round();
     void finish_round();
 
@@ -87,6 +99,10 @@ private:
     std::vector<RecheckCallback> round_waiters_;  // answered when the round in flight ends
     std::vector<RecheckCallback> next_waiters_;   // asked during a round: they need the next
     std::size_t round_outstanding_ = 0;           // replies the round in flight still awaits
+    std::chrono::microseconds min_round_interval_;
+    std::uint64_t last_round_usec_ = 0;            // CLOCK_MONOTONIC; 0 before the first
+    std::uint64_t rounds_started_ = 0;
+    SourcePtr round_timer_;                        // armed while a round waits for its turn
 };
 
 }  // namespace ptyvisor::backends::systemd
