@@ -603,8 +603,10 @@ TEST(SendWithFd, GetsThroughAnAccountStuffedWithFdsInFlight) {
         auto pair = socket_pair();
         UniqueFd dir(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         const auto copies = make_fds(SCM_MAX_FD);
-        // Below what is open already: nothing new is opened until the receive below.
-        const rlimit small{64, 4096};
+        // A little above what is open (the sanitizers need a few descriptors of their own),
+        // far below what two messages of copies put in flight.
+        const auto soft = static_cast<rlim_t>(open_fd_count() + 16);
+        const rlimit small{soft, 4096};
         if (::setrlimit(RLIMIT_NOFILE, &small) != 0) return 10;
         const Bytes one{'x'};
         bool refused = false;
@@ -625,7 +627,7 @@ TEST(SendWithFd, GetsThroughAnAccountStuffedWithFdsInFlight) {
         if (got.fds.size() != 1 || got.bytes != wire.size()) return 15;
 
         // No headroom (soft == hard): the refusal is reported as it is.
-        const rlimit tight{64, 64};
+        const rlimit tight{soft, soft};
         if (::setrlimit(RLIMIT_NOFILE, &tight) != 0) return 16;
         if (send_with_fd(pair.sender.get(), wire, dir.get()) != ETOOMANYREFS) return 17;
         return 0;
