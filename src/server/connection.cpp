@@ -558,6 +558,11 @@ void Connection::close() {
     socket_source_.reset();
     stall_timer_.reset();
     peer_recheck_.reset();
+    // Everything that came from the client goes before it can see EOF, so that a client that
+    // has seen it knows the daemon holds nothing of its own.
+    start_fds_.clear();
+    rechecked_cwd_.reset();
+    peer_.pidfd.reset();
     if (socket_) ::shutdown(socket_.get(), SHUT_RDWR);
     socket_.reset();
     socket_eof_ = true;

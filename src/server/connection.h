@@ -8,7 +8,8 @@
 //
 // Invariants:
 //  - Every descriptor the client sends is owned by a UniqueFd the moment it arrives and is
-//    closed unless it is the one START may carry.
+//    closed unless it is the one START may carry. Refused ones are closed before the ERROR
+//    is sent; the peer's pidfd and any fd still held are closed before the client can see EOF.
 //  - The session is cleaned up exactly once (backend stop), under a deadline of its own.
 //  - All OUTPUT precedes EXIT; EXIT and ERROR are the last frames and are followed by close.
 //  - Memory is bounded: at most one decoder frame, held_input_bytes of INPUT and

@@ -186,7 +186,7 @@ TEST_F(EndToEnd, HostileAttemptsLeakNoDescriptor) {
     // One round first, so that descriptors a daemon opens once, lazily, count in the baseline.
     // The baseline is the count once the last of those connections is released (see
     // fd_count_converging_to); if it never returns to the idle count, that is the baseline.
-    const long idle = d->fd_count();
+    const long idle = d->idle_fd_count();
     ASSERT_GT(idle, 0);
     std::map<std::string, int> wrong;
     for (const Hostile h : kAllHostile) ASSERT_TRUE(attempt(h, wrong));
@@ -239,7 +239,7 @@ TEST_F(EndToEnd, InputWithFdDuringASessionIsRefused) {
                                                                   << " left running";
         ok = true;
     };
-    const long idle = d->fd_count();
+    const long idle = d->idle_fd_count();
     bool ok = false;
     one(ok);
     ASSERT_TRUE(ok);

@@ -257,7 +257,7 @@ TEST_F(ProtocolFuzz, LiveDaemonSurvivesMutatedStreams) {
     std::map<std::string, long> outcomes;
     std::map<std::string, long> violations;
     std::string first_violation;
-    long idle = d->fd_count();
+    long idle = d->idle_fd_count();
     long baseline = -1;
     const std::size_t executions = scaled(1000, 10000);
     const std::size_t warmup = 50;

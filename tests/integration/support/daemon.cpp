@@ -197,6 +197,12 @@ long DaemonProcess::fd_count_converging_to(long expected, Millis timeout) const 
     }
 }
 
+long DaemonProcess::idle_fd_count() const {
+    const std::string listing = fd_listing(pid_);
+    const bool has_timer = listing.find("anon_inode:[timerfd]") != std::string::npos;
+    return fd_count() + (has_timer ? 0 : 1);
+}
+
 bool DaemonProcess::running() const { return !exit_ && pidfd_ && ptyvisor::pidfd_alive(pidfd_.get()); }
 
 std::optional<ExitInfo> DaemonProcess::stop(int sig, Millis timeout) {

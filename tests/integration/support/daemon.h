@@ -82,6 +82,11 @@ public:
     // `expected` or `timeout` passes, and returns the last count read: an assertion that the
     // count converges, within a bound, not a synchronisation.
     [[nodiscard]] long fd_count_converging_to(long expected, Millis timeout) const;
+    // The count the daemon comes back to whenever no connection is open. Call it before the
+    // first connection: it is the current count plus sd-event's CLOCK_MONOTONIC timerfd if
+    // there is none yet, because sd-event opens that with the first timer (a handshake's).
+    // A count read just after a first connection may still hold that connection's descriptors.
+    [[nodiscard]] long idle_fd_count() const;
     [[nodiscard]] long rss_kib() const { return itest::rss_kib(pid_); }
     [[nodiscard]] std::string log() const { return read_text_file(log_path_); }
     [[nodiscard]] const std::string& log_path() const { return log_path_; }
