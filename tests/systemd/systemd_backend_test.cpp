@@ -28,6 +28,7 @@
 #include "backends/systemd/bus_connection.h"
 #include "backends/systemd/main_pid_tracker.h"
 #include "backends/systemd/sd_ptr.h"
+#include "backends/systemd/session_units.h"
 #include "backends/systemd/systemd_backend.h"
 #include "common/linux.h"
 #include "common/unique_fd.h"
@@ -719,6 +720,141 @@ TEST_F(SystemdBackendTest, OtherProcessesOfAnAllowedUnitAreRefusedWithoutARechec
     dropped.reset();
     ASSERT_TRUE(run_until(event_, [&] { return kept_called; }, 10s));
     EXPECT_FALSE(dropped_called);
+    run_command("systemctl stop ptyvisor-test-agent.service");
+}
+
+// Any local user may send a signal addressed to the daemon's own bus connection, with any
+// path, interface and member (the system bus allows every signal): dbus-daemon checks a
+// match's sender= only for broadcasts, and sd-bus cannot check a well-known sender name
+// itself. Such a signal must change nothing.
+class SignalForger {
+public:
+    SignalForger() {
+        sd_bus* raw = nullptr;
+        EXPECT_GE(sd_bus_open_system(&raw), 0);
+        bus_.reset(raw);
+    }
+
+    // A signal addressed to `target`, with `fill` appending its arguments.
+    void send(const std::string& target, const std::string& path, const char* interface,
+              const char* member, const std::function<int(sd_bus_message*)>& fill) const {
+        sd_bus_message* raw = nullptr;
+        ASSERT_GE(sd_bus_message_new_signal(bus_.get(), &raw, path.c_str(), interface, member), 0);
+        MessagePtr m(raw);
+        ASSERT_GE(sd_bus_message_set_destination(m.get(), target.c_str()), 0);
+        ASSERT_GE(fill(m.get()), 0);
+        ASSERT_GE(sd_bus_send(bus_.get(), m.get(), nullptr), 0);
+        ASSERT_GE(sd_bus_flush(bus_.get()), 0);
+    }
+
+private:
+    BusPtr bus_;
+};
+
+constexpr const char* kMarkerInterface = "net.ptyvisor.Test";
+
+// Counts the marker signals `conn` has dispatched: the forger's messages reach it in the
+// order they were sent, and sd-bus dispatches them in that order.
+int count_markers(sd_bus_message* m, void* count, sd_bus_error*) {
+    if (sd_bus_message_is_signal(m, kMarkerInterface, "Marker") > 0) ++*static_cast<int*>(count);
+    return 0;
+}
+
+TEST_F(SystemdBackendTest, SignalsAddressedToTheDaemonAreIgnored) {
+    run_command("systemctl stop ptyvisor-test-agent.service 2>/dev/null");
+    ASSERT_EQ(run_command("systemd-run --quiet --unit=ptyvisor-test-agent sleep 1000"), 0);
+    const pid_t agent_pid = unit_main_pid(bus_.get(), kAgentUnit);
+    ASSERT_GT(agent_pid, 0);
+    UniqueFd agent(pidfd_open(agent_pid));
+    ASSERT_TRUE(agent);
+
+    // The backend on a connection the test can see: its unique name is the target.
+    std::string why;
+    auto conn = systemd::BusConnection::open(event_, why);
+    ASSERT_TRUE(conn) << why;
+    auto tracker = std::make_unique<systemd::MainPidTracker>(conn, std::vector<std::string>{kAgentUnit});
+    ASSERT_TRUE(tracker->load(why)) << why;
+    BackendOptions opts = options();
+    opts.allowed_units = {kAgentUnit};
+    backend_ = std::make_unique<SystemdBackend>(opts, conn, std::move(tracker));
+    const char* unique = nullptr;
+    ASSERT_GE(sd_bus_get_unique_name(conn->bus(), &unique), 0);
+    const std::string target = unique;
+    int markers = 0;
+    sd_bus_slot* raw_slot = nullptr;
+    ASSERT_GE(sd_bus_add_filter(conn->bus(), &raw_slot, &count_markers, &markers), 0);
+    systemd::SlotPtr marker_filter(raw_slot);
+    const Peer agent_peer{agent_pid, 0, 0, agent.get()};
+    ASSERT_EQ(backend_->check_peer(agent_peer, why), PeerVerdict::Allowed) << why;
+
+    Pty pty;
+    Observed o;
+    auto s = start({"sleep", "1000"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+    const std::string unit = s->unit();
+    const std::string path = systemd::unit_object_path(unit);
+
+    SignalForger forger;
+    // "The unit went inactive": taken as the end of the session, it would report an exit
+    // while the command runs.
+    forger.send(target, path, "org.freedesktop.DBus.Properties", "PropertiesChanged", [](sd_bus_message* m) {
+        return sd_bus_message_append(m, "sa{sv}as", "org.freedesktop.systemd1.Unit", 1, "ActiveState",
+                                     "s", "inactive", 0);
+    });
+    forger.send(target, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "JobRemoved",
+                [&](sd_bus_message* m) {
+                    return sd_bus_message_append(m, "uoss", 1u, "/org/freedesktop/systemd1/job/1",
+                                                 unit.c_str(), "failed");
+                });
+    forger.send(target, "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "UnitRemoved",
+                [&](sd_bus_message* m) { return sd_bus_message_append(m, "so", unit.c_str(), path.c_str()); });
+    // "systemd left the bus", then "systemd is back": every listener would re-read its state.
+    for (const char* owner : {"", ":1.9999"})
+        forger.send(target, "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                    [&](sd_bus_message* m) {
+                        return sd_bus_message_append(m, "sss", "org.freedesktop.systemd1", ":1.1", owner);
+                    });
+    // "The agent's unit changed": its MainPID would be in doubt until read again.
+    forger.send(target, systemd::unit_object_path(kAgentUnit), "org.freedesktop.DBus.Properties",
+                "PropertiesChanged", [](sd_bus_message* m) {
+                    return sd_bus_message_append(m, "sa{sv}as", "org.freedesktop.systemd1.Service", 1,
+                                                 "MainPID", "u", 1u, 0);
+                });
+    forger.send(target, "/", kMarkerInterface, "Marker", [](sd_bus_message*) { return 0; });
+    ASSERT_TRUE(run_until(event_, [&] { return markers == 1; }, 10s)) << "the forged signals were not delivered";
+    EXPECT_EQ(backend_->check_peer(agent_peer, why), PeerVerdict::Allowed) << why;
+    // "The bus connection is gone": the backend would reconnect. (dbus-daemon may also cut
+    // the forger for using the local interface; a second forger sends the next marker.)
+    forger.send(target, "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local", "Disconnected",
+                [](sd_bus_message*) { return 0; });
+    SignalForger().send(target, "/", kMarkerInterface, "Marker", [](sd_bus_message*) { return 0; });
+    ASSERT_TRUE(run_until(event_, [&] { return markers == 2; }, 10s));
+
+    // Whatever the backend asked systemd on reading them (a state read, say) is answered, and
+    // the answer handled, before the answer to a call it sends after them.
+    bool answered = false;
+    sd_bus_slot* raw_call = nullptr;
+    ASSERT_GE(sd_bus_call_method_async(conn->bus(), &raw_call, "org.freedesktop.systemd1",
+                                       "/org/freedesktop/systemd1", "org.freedesktop.DBus.Peer", "Ping",
+                                       [](sd_bus_message*, void* done, sd_bus_error*) {
+                                           *static_cast<bool*>(done) = true;
+                                           return 0;
+                                       },
+                                       &answered, ""),
+              0);
+    systemd::SlotPtr call(raw_call);
+    ASSERT_TRUE(run_until(event_, [&] { return answered; }, 10s));
+
+    EXPECT_FALSE(o.exited) << "a forged signal ended the session";
+    EXPECT_FALSE(o.start_failed);
+    EXPECT_EQ(list_units(bus_.get(), unit), (std::vector<std::pair<std::string, std::string>>{{unit, "active"}}));
+    EXPECT_EQ(backend_->check_peer(agent_peer, why), PeerVerdict::Allowed) << why;
+    const char* still = nullptr;
+    ASSERT_GE(sd_bus_get_unique_name(conn->bus(), &still), 0);
+    EXPECT_EQ(std::string(still), target) << "a forged Disconnected made the backend reconnect";
+    stop(*s);
+    EXPECT_FALSE(unit_listed(unit));
     run_command("systemctl stop ptyvisor-test-agent.service");
 }
 

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "common/log.h"
+
 namespace ptyvisor::backends::systemd {
 namespace {
 
@@ -185,9 +187,35 @@ int BusConnection::add_match(SlotPtr& slot, const std::string& match,
 }
 
 int BusConnection::on_filter(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* self = static_cast<BusConnection*>(userdata);
+    if (is_addressed_signal(m)) {
+        self->drop_addressed_signal(m);
+        return 1;  // handled: no match sees it
+    }
     if (sd_bus_message_is_signal(m, "org.freedesktop.DBus.Local", "Disconnected") > 0)
-        static_cast<BusConnection*>(userdata)->schedule_reconnect();
+        self->schedule_reconnect();
     return 0;
+}
+
+bool BusConnection::is_addressed_signal(sd_bus_message* m) {
+    if (sd_bus_message_is_signal(m, nullptr, nullptr) <= 0 || !sd_bus_message_get_destination(m)) return false;
+    // The bus driver's own (NameAcquired at Hello): dbus-daemon sets every sender, and no
+    // client can have this one.
+    const char* sender = sd_bus_message_get_sender(m);
+    return !sender || std::string_view(sender) != "org.freedesktop.DBus";
+}
+
+void BusConnection::drop_addressed_signal(sd_bus_message* m) {
+    // Logged at 1, 2, 4, 8, ...: a flood of them must not flood the journal.
+    ++addressed_signals_dropped_;
+    if ((addressed_signals_dropped_ & (addressed_signals_dropped_ - 1)) != 0) return;
+    const char* sender = sd_bus_message_get_sender(m);
+    const char* interface = sd_bus_message_get_interface(m);
+    const char* member = sd_bus_message_get_member(m);
+    log_warning("dropped a signal addressed to the daemon: systemd and the bus broadcast theirs",
+                {{"SENDER", sender ? sender : "?"},
+                 {"SIGNAL", std::string(interface ? interface : "?") + "." + (member ? member : "?")},
+                 {"DROPPED_TOTAL", std::to_string(addressed_signals_dropped_)}});
 }
 
 int BusConnection::on_owner_changed(sd_bus_message* m, void* userdata, sd_bus_error*) {

@@ -11,6 +11,13 @@
 //    then reconnect (with back-off), re-Subscribe and tell listeners to drop their slots on
 //    the old bus (bus_lost) and re-add matches and re-read state on the new one
 //    (bus_ready(true)).
+// Only broadcast signals are believed. Any local user may send a signal addressed to our
+// connection, with any path, interface and member: dbus-daemon delivers it whatever our
+// match rules say, and sd-bus cannot check a match's well-known sender= name itself (it does
+// not know who owns the name), so it would reach every match. A broadcast reaches us only
+// through a match rule, and for those dbus-daemon checks that the sender owns the rule's
+// sender= name. systemd and dbus-daemon broadcast every signal we match, so the connection's
+// filter drops any signal that carries a destination before a match sees it.
 // Manager.JobRemoved and Manager.UnitRemoved are matched once per connection, before anything
 // else is sent, and handed to the listeners; sessions filter them by unit name. (One match
 // instead of one per session; sd-bus' local argN matching also proved unreliable for
@@ -90,7 +97,10 @@ private:
     void reconnect();
     void notify_ready(bool new_bus);
 
+    // Sees every incoming message before any match does.
     static int on_filter(sd_bus_message* m, void* userdata, sd_bus_error* error);
+    static bool is_addressed_signal(sd_bus_message* m);
+    void drop_addressed_signal(sd_bus_message* m);
     static int on_owner_changed(sd_bus_message* m, void* userdata, sd_bus_error* error);
     static int on_job_removed(sd_bus_message* m, void* userdata, sd_bus_error* error);
     static int on_unit_removed(sd_bus_message* m, void* userdata, sd_bus_error* error);
@@ -106,6 +116,7 @@ private:
     SlotPtr subscribe_call_;
     SourcePtr reconnect_timer_;
     std::uint64_t retry_usec_ = 0;
+    std::uint64_t addressed_signals_dropped_ = 0;
     std::vector<ConnectionListener*> listeners_;
 };
 
