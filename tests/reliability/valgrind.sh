@@ -1,20 +1,29 @@
 #!/bin/bash
-# valgrind.sh RELIABILITY_TESTS PTYVISORD [direct|systemd] - memcheck on the daemon (scenario 7).
+# valgrind.sh TESTS PTYVISORD [direct|systemd] [GTEST_ARGS...] - memcheck on the daemon
+# (scenario 7).
 #
-# Runs the Valgrind.* test of the reliability suite with PTYVISORD_BIN pointing at a wrapper
-# that execs the daemon under
+# Runs a GoogleTest binary with PTYVISORD_BIN pointing at a wrapper that execs every daemon it
+# starts under
 #   valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect
 #            --track-fds=yes
 # with the direct backend (default), or the systemd backend inside the test harness
-# (tests/systemd/run.sh): ~20 sessions of different kinds, a dozen hostile connections, then
-# SIGTERM with a session live. Valgrind 3.19 lacks pidfd_open, without which the direct
-# backend cannot supervise a session: only the systemd run covers the session paths. The test asserts that the daemon exits 0, so any memory error
-# or definite/indirect leak (exit code 99) fails it. valgrind's own report is printed.
+# (tests/systemd/run.sh). Without GTEST_ARGS it runs the Valgrind.* test of the reliability
+# suite: ~20 sessions of different kinds, a dozen hostile connections, then SIGTERM with a
+# session live; that test asserts the daemon exits 0. Given the integration suite and no
+# GTEST_ARGS filter, it runs the whole suite, one daemon per test.
+# Either way every daemon's report is judged afterwards: one that exited must show 0 errors
+# (leaks count as errors here); one its test killed with SIGKILL has no summary, and must
+# show no error before the kill. Valgrind 3.19 lacks pidfd_open, without which the direct
+# backend cannot supervise a session: only the systemd runs cover the session paths.
 # Needs root and valgrind (installed with apt-get if missing).
 set -uo pipefail
-tests=$(realpath "${1:?usage: valgrind.sh RELIABILITY_TESTS PTYVISORD}")
-daemon=$(realpath "${2:?usage: valgrind.sh RELIABILITY_TESTS PTYVISORD}")
+usage="usage: valgrind.sh TESTS PTYVISORD [direct|systemd] [GTEST_ARGS...]"
+tests=$(realpath "${1:?$usage}")
+daemon=$(realpath "${2:?$usage}")
 backend=${3:-direct}
+shift $(($# < 3 ? $# : 3))
+gtest_args=("$@")
+[ ${#gtest_args[@]} -gt 0 ] || gtest_args=(--gtest_filter='Valgrind.*' --gtest_also_run_disabled_tests)
 HERE=$(cd "$(dirname "$0")" && pwd)
 [ "$(id -u)" = 0 ] || { echo "valgrind.sh: needs root" >&2; exit 1; }
 if ! command -v valgrind >/dev/null; then
@@ -38,13 +47,32 @@ case "$backend" in
     *) echo "valgrind.sh: backend must be direct or systemd" >&2; exit 2 ;;
 esac
 PTYVISORD_BIN="$work/ptyvisord" PTYVISOR_VALGRIND=1 PTYVISOR_TEST_BACKEND=$backend \
-    "${inside[@]}" "$tests" --gtest_filter='Valgrind.*' --gtest_also_run_disabled_tests
+    "${inside[@]}" "$tests" "${gtest_args[@]}"
 rc=$?
+
+# The first line of each kind of error memcheck reports.
+error_start='^==[0-9]+== (Invalid (read|write|free)|Conditional jump|Use of uninitialised|Syscall param|Mismatched free|Source and destination overlap|Argument .* of function|[0-9,]+ bytes in [0-9,]+ blocks are (definitely|indirectly) lost)'
+exited=0 killed=0 bad=0
 for log in "$work"/valgrind.*.log; do
     [ -e "$log" ] || continue
-    echo "--- $(basename "$log")"
-    if [ "$rc" != 0 ]; then cat "$log"; else
-        grep -E "ERROR SUMMARY|definitely lost|indirectly lost|possibly lost|still reachable|FILE DESCRIPTORS|All heap blocks" "$log"
+    if grep -q "ERROR SUMMARY" "$log"; then
+        exited=$((exited + 1))
+        grep -q "ERROR SUMMARY: 0 errors" "$log" || { bad=$((bad + 1)); echo "--- $(basename "$log"): errors"; cat "$log"; }
+    else
+        killed=$((killed + 1))
+        ! grep -Eq "$error_start" "$log" || { bad=$((bad + 1)); echo "--- $(basename "$log") (killed): errors"; cat "$log"; }
     fi
 done
+echo "[valgrind] $((exited + killed)) daemons: $exited exited with 0 errors and 0 bytes definitely or" \
+     "indirectly lost, $killed killed by their test with no error before; $bad with errors"
+if [ "$rc" = 0 ] && [ "$bad" = 0 ]; then
+    # One full summary, for the record.
+    for log in "$work"/valgrind.*.log; do
+        grep -q "ERROR SUMMARY" "$log" || continue
+        grep -E "ERROR SUMMARY|definitely lost|indirectly lost|possibly lost|still reachable|FILE DESCRIPTORS|All heap blocks" "$log"
+        break
+    done
+fi
+[ "$exited" -gt 0 ] || { echo "valgrind.sh: no daemon exited under valgrind" >&2; exit 1; }
+[ "$bad" = 0 ] || exit 1
 exit "$rc"
