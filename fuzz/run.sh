@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with the "fuzz" preset and runs each one.
 #
-#   fuzz/run.sh [SECONDS_PER_TARGET]     (default 20)
+#   fuzz/run.sh [--merge] [SECONDS_PER_TARGET]     (default 20)
 #
-# Each target starts from a copy of its checked-in seed corpus (fuzz/corpus/<target>/) in a
-# temporary directory, so the repository is never modified. Prints the executions each target
+# Each target starts from a copy of its checked-in corpus (fuzz/corpus/<target>/) in a
+# temporary directory, so the repository is not modified, unless --merge is given: then what
+# the run found that adds coverage is merged back (libFuzzer -merge=1) into the checked-in
+# corpus, to be committed. There, descriptive names are the hand-made seeds
+# (fuzz/make_corpus.py) and hash names are inputs found by fuzzing. Prints the executions each target
 # reached. Exits non-zero if any target crashed, leaked, hit a sanitizer report or a timeout;
 # the crashing inputs are kept under $PTYVISOR_FUZZ_ARTIFACTS (default
 # /tmp/ptyvisor-fuzz-artifacts) and can be replayed with `build/fuzz/fuzz/<target> <file>`.
@@ -13,9 +16,14 @@
 # (space-separated subset).
 set -euo pipefail
 
+merge=0
+if [ "${1:-}" = "--merge" ]; then
+    merge=1
+    shift
+fi
 seconds="${1:-20}"
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
-    echo "usage: $0 [SECONDS_PER_TARGET]" >&2
+    echo "usage: $0 [--merge] [SECONDS_PER_TARGET]" >&2
     exit 2
 fi
 
@@ -70,7 +78,18 @@ for target in "${targets[@]}"; do
         failed+=("$target")
         summary+=("$(printf '%-20s %12s runs  FAILED' "$target" "$runs")")
     else
-        summary+=("$(printf '%-20s %12s runs  corpus %d -> %d' "$target" "$runs" "$seeds" "$entries")")
+        kept=""
+        if [ "$merge" = 1 ]; then
+            mkdir -p "fuzz/corpus/$target"
+            before="$(find "fuzz/corpus/$target" -type f | wc -l)"
+            # Edge coverage only (-use_counters=0): hit-count buckets would keep ten times
+            # as many inputs for little more reach.
+            "$exe" -merge=1 -use_counters=0 -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+                "fuzz/corpus/$target" "$corpus" > "$work/$target/merge.log" 2>&1 || {
+                echo "!! $target: merge failed"; tail -n 20 "$work/$target/merge.log"; failed+=("$target"); }
+            kept="; checked-in corpus $before -> $(find "fuzz/corpus/$target" -type f | wc -l)"
+        fi
+        summary+=("$(printf '%-20s %12s runs  corpus %d -> %d%s' "$target" "$runs" "$seeds" "$entries" "$kept")")
     fi
 done
 
