@@ -2,12 +2,13 @@
 # run-systemd.sh RELIABILITY_TESTS [gtest args...] - the reliability suite against the systemd
 # backend, inside the project's throw-away systemd (tests/harness via tests/systemd/run.sh):
 # the allow_units flood (the agent is a transient unit, the flooders are refused at accept),
-# crash safety with units, and fd hostility and exit fidelity once more with units.
+# forged bus signals from the agent's account, crash safety with units, and fd hostility and
+# exit fidelity once more with units.
 # PTYVISOR_RELIABILITY_FILTER overrides the default gtest filter.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$(realpath "${1:?usage: run-systemd.sh RELIABILITY_TESTS [ARGS...]}")
 shift
-filter=${PTYVISOR_RELIABILITY_FILTER:-'Kinds/FloodAllowUnits.*:FloodFromTheAgentsUnit.*:CrashSafety.*:ExitFidelity.*:FdHostility.*'}
+filter=${PTYVISOR_RELIABILITY_FILTER:-'Kinds/FloodAllowUnits.*:FloodFromTheAgentsUnit.*:ForgedBusSignals.*:CrashSafety.*:ExitFidelity.*:FdHostility.*'}
 export PTYVISOR_TEST_BACKEND=systemd
 exec "$HERE/../systemd/run.sh" "$BIN" --gtest_filter="$filter" "$@"
