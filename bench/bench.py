@@ -274,12 +274,22 @@ class Suite:
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30)
         if r.returncode != 0:
             return "sshd did not start: " + r.stderr.decode()[-200:]
-        for _ in range(50):
-            if os.path.exists(f"{d}/sshd.pid"):
-                break
-            time.sleep(0.1)
-        with open(f"{d}/sshd.pid") as f:
-            self.ssh_pid = int(f.read())
+        # The daemonised sshd writes its PID file after its parent has exited: wait until the
+        # whole line is there (an empty or partial file was seen in CI).
+        pid_text = ""
+        deadline = time.monotonic() + 10
+        while not pid_text.endswith("\n") and time.monotonic() < deadline:
+            try:
+                with open(f"{d}/sshd.pid") as f:
+                    pid_text = f.read()
+            except FileNotFoundError:
+                pass
+            if not pid_text.endswith("\n"):
+                time.sleep(0.05)
+        if not pid_text.strip().isdigit():
+            subprocess.run(["pkill", "-f", f"{d}/sshd_config"], timeout=10)  # not left running
+            return f"sshd wrote no PID file within 10 s ({pid_text!r})"
+        self.ssh_pid = int(pid_text)
         self.ssh = {"port": port, "key": f"{d}/user_key"}
         try:
             self.run(self.ssh_cmd("true"), 30, account=True)
