@@ -240,6 +240,7 @@ TEST_F(EndToEnd, InputWithFdDuringASessionIsRefused) {
         ok = true;
     };
     const long idle = d->idle_fd_count();
+    ASSERT_GT(idle, 0);
     bool ok = false;
     one(ok);
     ASSERT_TRUE(ok);

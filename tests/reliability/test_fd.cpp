@@ -259,6 +259,7 @@ TEST_F(FdHostility, ThousandsOfHostileSendsLeakNoDescriptorAndNoMemory) {
     // Warm-up: every kind several times, so that whatever the daemon allocates once (lazily
     // opened files, malloc arenas, the first session's cgroup root) is in the baseline.
     const long idle = d->idle_fd_count();
+    ASSERT_GT(idle, 0);
     run(kAttacks.size() * 10, 0);
     const long baseline = d->fd_count_converging_to(idle, Millis(5000));
     const std::string baseline_fds = fd_listing(d->pid());
@@ -301,6 +302,7 @@ TEST_F(FdHostility, TruncatedControlDataIsRefusedAndNothingStays) {
     ASSERT_TRUE(complete(ammo));
     // Warm-up: whatever the daemon opens once, lazily, for a connection is in the baseline.
     const long idle_at_start = d->idle_fd_count();
+    ASSERT_GT(idle_at_start, 0);
     ASSERT_EQ(attempt(Attack::MaxFds, ammo), "");
     const long idle = d->fd_count_converging_to(idle_at_start, Millis(5000));
     ASSERT_GT(idle, 0);

@@ -258,6 +258,7 @@ TEST_F(ProtocolFuzz, LiveDaemonSurvivesMutatedStreams) {
     std::map<std::string, long> violations;
     std::string first_violation;
     long idle = d->idle_fd_count();
+    ASSERT_GT(idle, 0);
     long baseline = -1;
     const std::size_t executions = scaled(1000, 10000);
     const std::size_t warmup = 50;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -197,7 +198,29 @@ long DaemonProcess::fd_count_converging_to(long expected, Millis timeout) const 
     }
 }
 
+bool DaemonProcess::asleep_in_event_loop() const {
+    // The first field of /proc/PID/syscall is the number of the system call the task is
+    // blocked in; "running" otherwise. One thread only, or the answer would be its leader's.
+    if (read_text_file("/proc/" + std::to_string(pid_) + "/status").find("\nThreads:\t1\n") ==
+        std::string::npos)
+        return false;
+    std::istringstream in(read_text_file("/proc/" + std::to_string(pid_) + "/syscall"));
+    long nr = -1;
+    if (!(in >> nr)) return false;
+    return nr == SYS_epoll_wait || nr == SYS_epoll_pwait
+#ifdef SYS_epoll_pwait2
+           || nr == SYS_epoll_pwait2
+#endif
+        ;
+}
+
 long DaemonProcess::idle_fd_count() const {
+    const auto deadline = Clock::now() + Millis(10000);
+    while (!asleep_in_event_loop()) {
+        if (Clock::now() >= deadline) return -1;
+        // Re-read every millisecond; wakes at once if the daemon dies.
+        if (wait_fd(pidfd_.get(), POLLIN, std::min(deadline, Clock::now() + Millis(1))) != 0) return -1;
+    }
     const std::string listing = fd_listing(pid_);
     const bool has_timer = listing.find("anon_inode:[timerfd]") != std::string::npos;
     return fd_count() + (has_timer ? 0 : 1);

@@ -83,10 +83,15 @@ public:
     // count converges, within a bound, not a synchronisation.
     [[nodiscard]] long fd_count_converging_to(long expected, Millis timeout) const;
     // The count the daemon comes back to whenever no connection is open. Call it before the
-    // first connection: it is the current count plus sd-event's CLOCK_MONOTONIC timerfd if
-    // there is none yet, because sd-event opens that with the first timer (a handshake's).
-    // A count read just after a first connection may still hold that connection's descriptors.
+    // first connection. Right after READY=1 the daemon may still hold two descriptors it is
+    // about to close: sd_notify's datagram socket, and the O_PATH handle sd-event keeps for
+    // a new inotify watch until its next prepare. Neither is open once the daemon sleeps in
+    // epoll_wait, so this waits (up to 10 s) for that, and adds sd-event's CLOCK_MONOTONIC
+    // timerfd if there is none yet: sd-event opens it with the first timer (a handshake's).
+    // -1 if the daemon never sleeps in its loop or /proc does not say.
     [[nodiscard]] long idle_fd_count() const;
+    // True once the daemon's only thread is blocked in epoll_wait (/proc/PID/syscall).
+    [[nodiscard]] bool asleep_in_event_loop() const;
     [[nodiscard]] long rss_kib() const { return itest::rss_kib(pid_); }
     [[nodiscard]] std::string log() const { return read_text_file(log_path_); }
     [[nodiscard]] const std::string& log_path() const { return log_path_; }
