@@ -45,7 +45,10 @@ struct SessionSpec {
     std::string unit_name;          // "<prefix>-<32 hex digits>.service"
     std::vector<std::string> argv;  // argv[0] is looked up in PATH from `env`
     std::vector<std::string> env;   // the complete environment, TERM and USER included
-    UniqueFd cwd;                   // a directory whose st_dev/st_ino the server verified
+    // The working directory, whose st_dev/st_ino the server verified. Borrowed: valid during
+    // resolve() and start() only. The server closes it, off the loop (a descriptor from
+    // the client may block in close()).
+    int cwd = -1;
     std::uint64_t cwd_dev = 0;
     std::uint64_t cwd_ino = 0;
     UniqueFd tty;                   // the PTY peer; becomes stdin, stdout, stderr, ctty
@@ -53,7 +56,17 @@ struct SessionSpec {
     Account account;
     // Unit properties from configuration, e.g. {"MemoryMax", "512M"}, {"TasksMax", "256"}.
     std::map<std::string, std::string> properties;
+    // Filled by the backend's Resolver, where it has one.
+    std::string cwd_path;   // the working directory's path
+    std::string exec_path;  // argv[0], looked up as the agent would look it up
 };
+
+// Resolves what a backend's start() needs from the file system, as the agent would see it.
+// It runs on a worker thread whose file-system identity is the agent's, never on the loop:
+// a path the agent names may sit on a FUSE mount that it serves and never answers. A
+// Resolver touches nothing but `spec`, does not throw, and returns false with `why` (safe
+// to show the client) when the session cannot start.
+using Resolver = bool (*)(SessionSpec& spec, std::string& why);
 
 struct SessionEvents {
     // The command has exec'd; input written to the PTY from now on is not flushed.
@@ -111,7 +124,10 @@ public:
     // Returns false with `why` when something could not be cleaned.
     virtual bool cleanup_orphans(Clock::time_point deadline, std::string& why) = 0;
 
-    // Starts spec.argv on spec.tty. Returns nullptr with `why` when it fails at once;
+    // What must run before start(), off the loop; nullptr when nothing does.
+    [[nodiscard]] virtual Resolver resolver() const { return nullptr; }
+
+    // Starts spec.argv on spec.tty, once resolver() has filled `spec`. Returns nullptr with `why` when it fails at once;
     // otherwise exactly one of events.on_started / on_start_failed follows.
     virtual std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events,
                                            std::string& why) = 0;

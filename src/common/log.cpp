@@ -13,6 +13,12 @@ namespace {
 
 LogLevel g_max_level = LogLevel::Info;
 
+// Fields quote what clients sent (a command name, a message): each is cut to this, so that
+// no client decides how much the daemon writes to the journal.
+constexpr std::size_t kMaxFieldBytes = 2048;
+
+std::string_view bounded(std::string_view value) { return value.substr(0, kMaxFieldBytes); }
+
 // journald sets JOURNAL_STREAM for services whose stderr it collects.
 bool stderr_is_journal() {
     static const bool journal = std::getenv("JOURNAL_STREAM") != nullptr;
@@ -31,14 +37,17 @@ void log_message(LogLevel level, std::string_view message, std::initializer_list
         items.push_back("MESSAGE=" + std::string(message));
         items.push_back("PRIORITY=" + std::to_string(static_cast<int>(level)));
         items.emplace_back("SYSLOG_IDENTIFIER=ptyvisord");
-        for (const auto& [k, v] : fields) items.push_back(std::string(k) + "=" + v);
+        for (const auto& [k, v] : fields) items.push_back(std::string(k) + "=" + std::string(bounded(v)));
         std::vector<iovec> iov;
         iov.reserve(items.size());
         for (auto& s : items) iov.push_back({s.data(), s.size()});
         if (sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) >= 0) return;
     }
     std::string line = "ptyvisord: " + std::string(message);
-    for (const auto& [k, v] : fields) line += " " + std::string(k) + "=" + v;
+    for (const auto& [k, v] : fields) line += " " + std::string(k) + "=" + std::string(bounded(v));
+    // One line per message: a newline a client put in a field must not forge another.
+    for (char& c : line)
+        if (static_cast<unsigned char>(c) < 0x20) c = ' ';
     line += '\n';
     [[maybe_unused]] const auto n = ::write(STDERR_FILENO, line.data(), line.size());
 }

@@ -192,7 +192,9 @@ std::string encode(const StartRequest& v) {
                      {"cols", v.size.cols}});
 }
 
-std::string encode(const Started& v) { return dump(json{{"unit", v.unit}, {"pid", v.pid}}); }
+std::string encode(const Started& v) {
+    return dump(json{{"unit", bounded_text(v.unit, 256)}, {"pid", v.pid}});
+}
 
 std::string encode(const WindowSize& v) { return dump(json{{"rows", v.rows}, {"cols", v.cols}}); }
 
@@ -202,7 +204,7 @@ std::string encode(const SignalRequest& v) {
 }
 
 std::string encode(const ExitStatus& v) {
-    json j{{"unit_result", v.unit_result}, {"reason", std::string(to_string(v.reason))}};
+    json j{{"unit_result", bounded_text(v.unit_result, 64)}, {"reason", std::string(to_string(v.reason))}};
     switch (v.kind) {
         case ExitStatus::Kind::Exited:
             j["status"] = "exited";
@@ -218,8 +220,27 @@ std::string encode(const ExitStatus& v) {
     return dump(j);
 }
 
+std::string bounded_text(std::string_view text, std::size_t max_bytes) {
+    if (text.size() <= max_bytes) return std::string(text);
+    static constexpr std::string_view kEllipsis = "...";
+    if (max_bytes < kEllipsis.size()) return std::string(kEllipsis.substr(0, max_bytes));
+    std::size_t cut = max_bytes - kEllipsis.size();
+    // Back up over continuation bytes (10xxxxxx) so that no character is split; at most 3.
+    for (int i = 0; i < 3 && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80; ++i) --cut;
+    std::string out(text.substr(0, cut));
+    out += kEllipsis;
+    return out;
+}
+
 std::string encode(const ErrorReply& v) {
-    return dump(json{{"code", std::string(to_string(v.code))}, {"message", v.message}});
+    // JSON escaping can make a byte six ("\u0001"), and replacing bad UTF-8 makes one three:
+    // cut until it fits, so that no message can exceed the frame's bound.
+    std::size_t limit = kMaxErrorMessageBytes;
+    for (;;) {
+        auto text = dump(json{{"code", std::string(to_string(v.code))}, {"message", bounded_text(v.message, limit)}});
+        if (text.size() <= kMaxControlPayloadSize || limit == 0) return text;
+        limit /= 2;
+    }
 }
 
 Decoded<StartRequest> decode_start(std::string_view text) {

@@ -21,6 +21,13 @@ namespace ptyvisor::protocol {
 inline constexpr std::size_t kMaxArgc = 4096;
 inline constexpr std::size_t kMaxEnvc = 4096;
 inline constexpr std::size_t kMaxTermLength = 128;
+// The longest ERROR message the daemon sends, in bytes, before JSON escaping. Messages
+// quote what clients sent (a command name, a cgroup path), so every one is cut to this.
+inline constexpr std::size_t kMaxErrorMessageBytes = 1024;
+
+// `text` cut to at most `max_bytes` bytes at a UTF-8 character boundary, with "..." in
+// place of what was cut. Bytes that are not UTF-8 are left for the JSON encoder to replace.
+std::string bounded_text(std::string_view text, std::size_t max_bytes);
 
 // A decoder's answer: the value, or a human-readable reason it was refused.
 template <class T>
@@ -104,6 +111,7 @@ std::string encode(const Started& v);
 std::string encode(const WindowSize& v);
 std::string encode(const SignalRequest& v);
 std::string encode(const ExitStatus& v);
+// Always within the ERROR bound (kMaxControlPayloadSize): the message is cut as needed.
 std::string encode(const ErrorReply& v);
 
 Decoded<StartRequest> decode_start(std::string_view json);

@@ -27,7 +27,73 @@ namespace {
 
 std::uint64_t usec(std::chrono::duration<double> d) { return to_usec(d); }
 
+// How long output waits for refused descriptors to be closed. Closing takes microseconds,
+// unless the client made it block; then the ERROR goes out anyway.
+constexpr std::uint64_t kDisposeWaitUsec = 100'000;
+
 }  // namespace
+
+// A START's directory and command, checked on a worker thread (blocking_worker.h): what the
+// loop must not do itself, since the client chose the directory and the PATH.
+struct Connection::StartCheck {
+    backends::SessionSpec spec;  // in: argv, env, account, cwd; out: what the resolver fills
+    UniqueFd cwd;                // owned here while the check runs
+    backends::Resolver resolver = nullptr;
+    std::optional<ErrorCode> error;
+    std::string why;
+
+    // On the worker thread, with the agent's file-system identity.
+    void run() noexcept {
+        try {
+            struct stat st{};
+            if (::fstat(cwd.get(), &st) < 0 || !S_ISDIR(st.st_mode)) {
+                error = ErrorCode::NotADirectory;
+                why = "the descriptor sent with START is not a directory";
+            } else if (st.st_dev != spec.cwd_dev || st.st_ino != spec.cwd_ino) {
+                error = ErrorCode::CwdMismatch;
+                why = "the directory does not match cwd_dev and cwd_ino";
+            } else if (resolver && !resolver(spec, why)) {
+                error = ErrorCode::StartFailed;
+            }
+        } catch (...) {
+            error = ErrorCode::Internal;
+            why = "the start could not be prepared";
+        }
+    }
+};
+
+template <class F>
+auto Connection::guarded(const char* where, F f) {
+    return [this, where, f = std::move(f)](auto&&... args) {
+        try {
+            f(std::forward<decltype(args)>(args)...);
+        } catch (...) {
+            on_exception(where);
+        }
+    };
+}
+
+void Connection::on_exception(const char* where) noexcept {
+    std::string what = "unknown exception";
+    try {
+        throw;
+    } catch (const std::exception& e) {
+        what = e.what();
+    } catch (...) {
+    }
+    try {
+        log_error("connection failed", {{"WHERE", where}, {"ERROR", what}, {"PEER_PID", std::to_string(peer_pid())}});
+        if (phase_ == Phase::Closed) return;
+        if (exit_queued_) return close();
+        send_error(ErrorCode::Internal, "internal error; the connection ends");
+    } catch (...) {
+        try {
+            close();
+        } catch (...) {
+            // Nothing is left to try: the connection stays until the daemon stops.
+        }
+    }
+}
 
 Connection::Connection(Server& server, UniqueFd socket, PeerIdentity peer)
     : server_(server), socket_(std::move(socket)), peer_(std::move(peer)), serial_(server.next_serial()) {}
@@ -39,10 +105,10 @@ int Connection::begin() {
     ::setsockopt(socket_.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
     ::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
     const int r = add_io(server_.event(), socket_source_, socket_.get(), EPOLLIN | EPOLLRDHUP,
-                         [this](std::uint32_t revents) { on_socket(revents); });
+                         guarded("socket", [this](std::uint32_t revents) { on_socket(revents); }));
     if (r < 0) return r;
     return add_timer(server_.event(), handshake_timer_, usec(server_.config().timeouts.handshake),
-                     [this] { on_handshake_timeout(); });
+                     guarded("handshake timer", [this] { on_handshake_timeout(); }));
 }
 
 SessionStatus Connection::status() const {
@@ -56,7 +122,7 @@ void Connection::on_socket(std::uint32_t revents) {
     if (revents & EPOLLOUT) flush_output();
     if (phase_ == Phase::Closed) return;
     const bool hangup = (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
-    if (verifying_peer()) {
+    if (awaiting_answer()) {
         // Only a hang-up is watched meanwhile: whoever asked is gone, so is the START.
         if (hangup) close();
         return;
@@ -88,20 +154,14 @@ void Connection::receive() {
             socket_eof_ = true;
             break;
         }
-        // Refused descriptors are closed before the ERROR goes out: a client that has read
-        // it can count on them being gone.
-        if (got.control_truncated) {
-            got.fds.clear();
-            return send_error(ErrorCode::WrongFdCount, "ancillary data was truncated");
-        }
-        if (!got.fds.empty()) {
-            if (phase_ != Phase::Handshake || start_fds_.size() + got.fds.size() > 1) {
-                got.fds.clear();
-                return send_error(ErrorCode::WrongFdCount,
-                                  "exactly one descriptor may be sent, and only with START");
-            }
-            start_fds_.push_back(std::move(got.fds.front()));
-        }
+        // Every descriptor is kept until send_error() or start hands it to the worker:
+        // none is closed here, on the loop.
+        const bool fds_allowed =
+            got.fds.empty() || (phase_ == Phase::Handshake && start_fds_.size() + got.fds.size() <= 1);
+        keep_client_fds(got.fds);
+        if (got.control_truncated) return send_error(ErrorCode::WrongFdCount, "ancillary data was truncated");
+        if (!fds_allowed)
+            return send_error(ErrorCode::WrongFdCount, "exactly one descriptor may be sent, and only with START");
         if (got.eof) {
             socket_eof_ = true;
             break;
@@ -123,7 +183,7 @@ void Connection::receive() {
 bool Connection::handle_decoded_frames() {
     protocol::Frame frame;
     for (;;) {
-        if (phase_ == Phase::Closed || exit_queued_ || verifying_peer()) return false;
+        if (phase_ == Phase::Closed || exit_queued_ || awaiting_answer()) return false;
         const auto status = decoder_.next(frame);
         if (status == protocol::FrameDecoder::Status::NeedMore) return true;
         if (status == protocol::FrameDecoder::Status::Failed) {
@@ -189,18 +249,40 @@ void Connection::handle_start(const protocol::Frame& frame) {
     if (!request) return send_error(ErrorCode::BadFrame, "START: " + request.error);
     if (start_fds_.size() != 1)
         return send_error(ErrorCode::WrongFdCount, "START must carry exactly one descriptor, the working directory");
-    // Judged where it is: send_error closes start_fds_ before the ERROR goes out.
-    struct stat st{};
-    if (::fstat(start_fds_.front().get(), &st) < 0 || !S_ISDIR(st.st_mode))
-        return send_error(ErrorCode::NotADirectory, "the descriptor sent with START is not a directory");
-    if (st.st_dev != request.value->cwd_dev || st.st_ino != request.value->cwd_ino)
-        return send_error(ErrorCode::CwdMismatch, "the directory does not match cwd_dev and cwd_ino");
-    UniqueFd cwd = std::move(start_fds_.front());
+    // The directory is judged, and the command looked up, on a worker thread: either can
+    // block for as long as the client likes (a FUSE mount that it serves).
+    auto check = std::make_shared<StartCheck>();
+    check->cwd = std::move(start_fds_.front());
     start_fds_.clear();
-    authorize_start(std::move(*request.value), std::move(cwd), false);
+    auto& spec = check->spec;
+    spec.argv = std::move(request.value->argv);
+    spec.env = session_environment(std::move(request.value->env), request.value->term, account);
+    spec.cwd = check->cwd.get();
+    spec.cwd_dev = request.value->cwd_dev;
+    spec.cwd_ino = request.value->cwd_ino;
+    spec.account = account;
+    spec.properties = server_.config().session_properties;
+    size_ = request.value->size;
+    check->resolver = server_.backend().resolver();
+    start_check_ = check;
+    start_checked_ = std::make_shared<BlockingWorker::Completion>(guarded("start check", [this] { on_start_checked(); }));
+    server_.worker().submit([check] { check->run(); }, start_checked_);
+    update_socket_events();
 }
 
-void Connection::authorize_start(protocol::StartRequest request, UniqueFd cwd, bool rechecked) {
+void Connection::on_start_checked() {
+    start_checked_.reset();
+    const auto check = std::move(start_check_);
+    cwd_ = std::move(check->cwd);
+    if (check->error) return send_error(*check->error, check->why);
+    spec_ = std::move(check->spec);
+    authorize_start(false);
+    // Frames the client sent behind START were left in the decoder and the socket.
+    if (handle_decoded_frames()) receive();
+    else update_socket_events();
+}
+
+void Connection::authorize_start(bool rechecked) {
     // Check the peer again right before start: it may have exec'd or died since accept.
     std::string why;
     auto verdict = backends::PeerVerdict::Refused;
@@ -208,73 +290,61 @@ void Connection::authorize_start(protocol::StartRequest request, UniqueFd cwd, b
     if (verdict == backends::PeerVerdict::Unsure && !rechecked) {
         // Perhaps the new main process of an allowed unit that the backend has not learnt
         // yet: ask it to look again, and read nothing more until it has.
-        rechecked_request_ = std::move(request);
-        rechecked_cwd_ = std::move(cwd);
-        peer_recheck_ = std::make_shared<std::function<void()>>([this] { on_peer_rechecked(); });
+        peer_recheck_ = std::make_shared<std::function<void()>>(guarded("peer recheck", [this] { on_peer_rechecked(); }));
         server_.backend().recheck(peer_recheck_);
         return;
     }
-    // Every refusal closes the directory before its ERROR goes out.
-    const auto refuse = [&](ErrorCode code, const std::string& message) {
-        cwd.reset();
-        send_error(code, message);
-    };
+    // Every refusal hands the directory to the worker before its ERROR goes out.
     if (verdict != backends::PeerVerdict::Allowed)
-        return refuse(ErrorCode::NotAllowed, why.empty() ? "the peer is gone" : why);
+        return send_error(ErrorCode::NotAllowed, why.empty() ? "the peer is gone" : why);
     auto& admission = server_.admission();
     if (!admission.reserve_session())
-        return refuse(ErrorCode::Busy, "all " + std::to_string(server_.config().limits.max_sessions) +
-                                           " session slots are in use");
+        return send_error(ErrorCode::Busy, "all " + std::to_string(server_.config().limits.max_sessions) +
+                                               " session slots are in use");
     holds_session_slot_ = true;
     if (!admission.take_admission(now_usec(server_.event())))
-        return refuse(ErrorCode::RateLimited, "too many sessions started in the last minute");
+        return send_error(ErrorCode::RateLimited, "too many sessions started in the last minute");
     leave_handshake();
-    start_session(std::move(request), std::move(cwd));
+    start_session();
 }
 
 void Connection::on_peer_rechecked() {
     // The backend holds a copy of peer_recheck_ while it calls us: resetting it is safe.
     peer_recheck_.reset();
-    if (phase_ != Phase::Handshake || exit_queued_ || !rechecked_request_) return;
-    auto request = std::move(*rechecked_request_);
-    rechecked_request_.reset();
-    authorize_start(std::move(request), std::move(rechecked_cwd_), true);
+    if (phase_ != Phase::Handshake || exit_queued_ || !spec_) return;
+    authorize_start(true);
     // Frames the client sent behind START were left in the decoder and the socket.
     if (handle_decoded_frames()) receive();
     else update_socket_events();
 }
 
-void Connection::start_session(protocol::StartRequest request, UniqueFd cwd) {
+void Connection::start_session() {
     const auto& account = server_.account();
     PtyPair pty;
-    if (const int e = open_pty(account.uid, account.gid, request.size, pty); e != 0)
+    if (const int e = open_pty(account.uid, account.gid, size_, pty); e != 0)
         return send_error(ErrorCode::StartFailed, std::string("cannot allocate a terminal: ") + std::strerror(e));
     master_ = std::move(pty.master);
 
-    backends::SessionSpec spec;
+    backends::SessionSpec spec = std::move(*spec_);
+    spec_.reset();
     spec.unit_name = server_.new_unit_name();
-    spec.argv = std::move(request.argv);
-    spec.env = session_environment(std::move(request.env), request.term, account);
-    spec.cwd = std::move(cwd);
-    spec.cwd_dev = request.cwd_dev;
-    spec.cwd_ino = request.cwd_ino;
     spec.tty = std::move(pty.peer);
     spec.tty_path = pty.peer_path;
-    spec.account = account;
-    spec.properties = server_.config().session_properties;
     argv0_ = spec.argv.front();
     const std::string unit = spec.unit_name;
 
     backends::SessionEvents events;
-    events.on_started = [this](pid_t pid) { on_started(pid); };
-    events.on_start_failed = [this](std::string why) { on_start_failed(why); };
-    events.on_exited = [this](protocol::ExitStatus s) { on_exited(std::move(s)); };
+    events.on_started = guarded("session started", [this](pid_t pid) { on_started(pid); });
+    events.on_start_failed = guarded("session start failed", [this](std::string why) { on_start_failed(why); });
+    events.on_exited = guarded("session exited", [this](protocol::ExitStatus s) { on_exited(std::move(s)); });
     std::string why;
     session_ = server_.backend().start(std::move(spec), std::move(events), why);
+    // The backend is done with the directory (the session has it, or systemd its path).
+    server_.worker().dispose(std::move(cwd_));
     if (!session_) return send_error(ErrorCode::StartFailed, why);
     phase_ = Phase::Starting;
     started_at_ = static_cast<std::int64_t>(std::time(nullptr));
-    add_io(server_.event(), pty_source_, master_.get(), EPOLLIN, [this](std::uint32_t r) { on_pty(r); });
+    add_io(server_.event(), pty_source_, master_.get(), EPOLLIN, guarded("terminal", [this](std::uint32_t r) { on_pty(r); }));
     update_pty_events();  // nothing is read before STARTED is sent: OUTPUT never precedes it
     log_info("session starting", {{"UNIT", unit}, {"PEER_PID", std::to_string(peer_pid())},
                                   {"PEER_UID", std::to_string(peer_.cred.uid)}, {"ARGV0", argv0_}});
@@ -298,7 +368,9 @@ void Connection::on_start_failed(const std::string& why) {
 }
 
 void Connection::on_handshake_timeout() {
-    if (verifying_peer())
+    if (start_checked_)
+        return send_error(ErrorCode::StartFailed, "the working directory or the command did not answer in time");
+    if (peer_recheck_)
         return send_error(ErrorCode::NotAllowed, "the peer could not be verified in time");
     if (phase_ == Phase::Handshake) {
         ++server_.admission().counters().handshake_timeouts;
@@ -366,7 +438,7 @@ void Connection::read_pty() {
 }
 
 void Connection::flush_output() {
-    if (!socket_) return;
+    if (!socket_ || output_held_) return;
     bool progress = false;
     switch (out_.flush(socket_.get(), progress)) {
         case OutputQueue::Flush::Drained:
@@ -377,7 +449,7 @@ void Connection::flush_output() {
             // The operation timeout runs from the last byte the client took.
             if (progress || !stall_timer_)
                 rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
-                            [this] { on_stalled(); });
+                            guarded("stall timer", [this] { on_stalled(); }));
             break;
         case OutputQueue::Flush::Failed:
             // The client is gone: what it did not take is dropped, and nothing more is sent.
@@ -401,7 +473,7 @@ void Connection::on_stalled() {
 void Connection::update_socket_events() {
     if (!socket_source_ || phase_ == Phase::Closed) return;
     std::uint32_t events = 0;
-    if (verifying_peer()) events |= EPOLLRDHUP;
+    if (awaiting_answer()) events |= EPOLLRDHUP;
     else if (!socket_eof_ && !exit_queued_) {
         events |= EPOLLRDHUP;
         if (held_input_.size() < server_.config().limits.held_input_bytes) events |= EPOLLIN;
@@ -453,7 +525,7 @@ void Connection::stop_session() {
     stop_requested_ = true;
     const auto deadline = backends::Clock::now() +
                           std::chrono::duration_cast<backends::Clock::duration>(server_.config().timeouts.cleanup);
-    session_->stop(deadline, [this](bool ok, std::string why) { on_stopped(ok, why); });
+    session_->stop(deadline, guarded("session stopped", [this](bool ok, std::string why) { on_stopped(ok, why); }));
 }
 
 void Connection::on_stopped(bool ok, const std::string& why) {
@@ -471,10 +543,10 @@ void Connection::on_stopped(bool ok, const std::string& why) {
 }
 
 void Connection::start_drain_timer() {
-    add_timer(server_.event(), drain_timer_, usec(server_.config().timeouts.drain), [this] {
+    add_timer(server_.event(), drain_timer_, usec(server_.config().timeouts.drain), guarded("drain timer", [this] {
         drain_expired_ = true;
         maybe_finish();
-    });
+    }));
 }
 
 void Connection::maybe_finish() {
@@ -509,9 +581,9 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
     server_.admission().count_rejected(code);
     log_info("refused client", {{"CODE", std::string(protocol::to_string(code))}, {"ERROR", message},
                                 {"PEER_PID", std::to_string(peer_pid())}});
-    start_fds_.clear();
     peer_recheck_.reset();
-    rechecked_cwd_.reset();
+    start_checked_.reset();  // a check still running is abandoned; its directory goes below
+    dispose_client_fds();
     if (session_ && !stopped_) {
         // A session exists: ERROR replaces EXIT, and the session is cleaned up as usual.
         ending_ = true;
@@ -528,7 +600,8 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
     flush_output();
     // A client that never reads its ERROR is cut at the operation timeout.
     if (phase_ != Phase::Closed && !stall_timer_)
-        rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation), [this] { close(); });
+        rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
+                    guarded("error timer", [this] { close(); }));
 }
 
 void Connection::shut_down() {
@@ -540,6 +613,35 @@ void Connection::shut_down() {
 void Connection::evict() {
     ++server_.admission().counters().evicted;
     send_error(ErrorCode::Overloaded, "too many connections are waiting; yours was the oldest of the busiest peer");
+}
+
+void Connection::keep_client_fds(std::vector<UniqueFd>& fds) {
+    for (auto& fd : fds) start_fds_.push_back(std::move(fd));
+    fds.clear();
+}
+
+void Connection::dispose_client_fds() {
+    auto fds = std::make_shared<std::vector<UniqueFd>>(std::move(start_fds_));
+    start_fds_.clear();
+    if (cwd_) fds->push_back(std::move(cwd_));
+    spec_.reset();
+    if (fds->empty() && !start_check_) return;
+    // Output waits until they are closed, or until kDisposeWaitUsec has passed.
+    output_held_ = true;
+    fds_disposed_ = std::make_shared<BlockingWorker::Completion>(guarded("descriptors closed", [this] { release_output(); }));
+    server_.worker().submit([fds, check = std::move(start_check_)]() mutable {
+        fds->clear();
+        check.reset();
+    }, fds_disposed_);
+    add_timer(server_.event(), dispose_timer_, kDisposeWaitUsec, guarded("dispose timer", [this] { release_output(); }));
+}
+
+void Connection::release_output() {
+    fds_disposed_.reset();
+    dispose_timer_.reset();
+    if (!output_held_) return;
+    output_held_ = false;
+    flush_output();
 }
 
 void Connection::leave_handshake() {
@@ -557,14 +659,25 @@ void Connection::close() {
     if (phase_ == Phase::Closed) return;
     socket_source_.reset();
     stall_timer_.reset();
+    dispose_timer_.reset();
     peer_recheck_.reset();
-    // Everything that came from the client goes before it can see EOF, so that a client that
-    // has seen it knows the daemon holds nothing of its own.
-    start_fds_.clear();
-    rechecked_cwd_.reset();
+    start_checked_.reset();
+    fds_disposed_.reset();
+    output_held_ = false;
     peer_.pidfd.reset();
-    if (socket_) ::shutdown(socket_.get(), SHUT_RDWR);
-    socket_.reset();
+    // Everything that came from the client goes before it can see EOF, so that a client that
+    // has seen it knows the daemon holds nothing of its own; then the socket, whose queue
+    // may hold descriptors sent and never read. All of it on a worker: any close can block.
+    auto fds = std::make_shared<std::vector<UniqueFd>>(std::move(start_fds_));
+    start_fds_.clear();
+    if (cwd_) fds->push_back(std::move(cwd_));
+    auto socket = std::make_shared<UniqueFd>(std::move(socket_));
+    server_.worker().submit([fds, socket, check = std::move(start_check_)]() mutable {
+        fds->clear();
+        check.reset();
+        if (*socket) ::shutdown(socket->get(), SHUT_RDWR);
+        socket->reset();
+    });
     socket_eof_ = true;
     if (session_ && !stopped_) {
         // The client is gone but the session is not: finish once cleanup has run.

@@ -3,13 +3,20 @@
 //   Handshake --START ok--> Starting --exec'd--> Running --end--> Ending --EXIT sent--> Closed
 //        \--any failure: ERROR frame, then Closed
 //
-// A START from a peer the backend is Unsure of stays in the Handshake phase while the
-// backend rechecks; the socket is not read meanwhile, so later frames wait in order.
+// A START stays in the Handshake phase while a worker thread checks its directory and
+// resolves its command (BlockingWorker), and while the backend rechecks a peer it is Unsure
+// of; the socket is not read meanwhile, so later frames wait in order. The handshake
+// deadline bounds both waits.
 //
 // Invariants:
-//  - Every descriptor the client sends is owned by a UniqueFd the moment it arrives and is
-//    closed unless it is the one START may carry. Refused ones are closed before the ERROR
-//    is sent; the peer's pidfd and any fd still held are closed before the client can see EOF.
+//  - Every descriptor the client sends is owned by a UniqueFd the moment it arrives, and is
+//    closed on a worker thread, never on the loop: a client can make close() block. Output
+//    waits until refused ones are closed (or kDisposeWait passes), so a client that reads
+//    ERROR can count on them being gone; the peer's pidfd and every descriptor still held
+//    are closed before the client can see EOF, and the socket itself (which may hold
+//    descriptors sent and never read) is closed on a worker too.
+//  - No exception leaves a handler of this connection: one that is thrown ends this
+//    connection with ERROR internal, never the daemon.
 //  - The session is cleaned up exactly once (backend stop), under a deadline of its own.
 //  - All OUTPUT precedes EXIT; EXIT and ERROR are the last frames and are followed by close.
 //  - Memory is bounded: at most one decoder frame, held_input_bytes of INPUT and
@@ -29,6 +36,7 @@
 #include "common/unique_fd.h"
 #include "protocol/frame_decoder.h"
 #include "protocol/payloads.h"
+#include "server/blocking_worker.h"
 #include "server/output_queue.h"
 #include "server/peer.h"
 
@@ -79,11 +87,13 @@ private:
     void handle_frame(protocol::Frame& frame);
     bool handle_decoded_frames();
     void handle_start(const protocol::Frame& frame);
-    void authorize_start(protocol::StartRequest request, UniqueFd cwd, bool rechecked);
+    void on_start_checked();
+    void authorize_start(bool rechecked);
     void on_peer_rechecked();
-    [[nodiscard]] bool verifying_peer() const { return peer_recheck_ != nullptr; }
+    // Waiting for a worker's or the backend's answer about the START: only a hang-up is read.
+    [[nodiscard]] bool awaiting_answer() const { return peer_recheck_ || start_checked_; }
     void handle_status_request();
-    void start_session(protocol::StartRequest request, UniqueFd cwd);
+    void start_session();
     void on_started(pid_t pid);
     void on_start_failed(const std::string& why);
     void on_handshake_timeout();
@@ -109,6 +119,16 @@ private:
     void close();
     void leave_handshake();
 
+    // Client descriptors.
+    void keep_client_fds(std::vector<UniqueFd>& fds);
+    void dispose_client_fds();
+    void release_output();
+
+    // Every handler of this connection runs through guarded(): an exception ends the
+    // connection (on_exception), and goes no further.
+    template <class F>
+    auto guarded(const char* where, F f);
+    void on_exception(const char* where) noexcept;
     Server& server_;
     UniqueFd socket_;
     PeerIdentity peer_;
@@ -118,16 +138,25 @@ private:
     bool holds_session_slot_ = false;
 
     protocol::FrameDecoder decoder_;
-    std::vector<UniqueFd> start_fds_;  // received before START completed
-    // While the backend rechecks the peer: the START waiting for its answer.
+    std::vector<UniqueFd> start_fds_;  // received before START was handled
+    // The START being prepared: its directory (held until backend start() returns), the
+    // session it describes, and while a worker checks it, the check and its completion.
+    struct StartCheck;
+    UniqueFd cwd_;
+    std::optional<backends::SessionSpec> spec_;
+    protocol::WindowSize size_;
+    std::shared_ptr<StartCheck> start_check_;
+    std::shared_ptr<BlockingWorker::Completion> start_checked_;
+    // While the backend rechecks the peer.
     std::shared_ptr<std::function<void()>> peer_recheck_;
-    std::optional<protocol::StartRequest> rechecked_request_;
-    UniqueFd rechecked_cwd_;
+    // While refused descriptors are being closed, output waits (see the invariants).
+    std::shared_ptr<BlockingWorker::Completion> fds_disposed_;
+    bool output_held_ = false;
     OutputQueue out_;
     std::vector<std::uint8_t> held_input_;
     bool socket_eof_ = false;
 
-    EventSource socket_source_, pty_source_, handshake_timer_, stall_timer_, drain_timer_;
+    EventSource socket_source_, pty_source_, handshake_timer_, stall_timer_, drain_timer_, dispose_timer_;
 
     UniqueFd master_;
     std::unique_ptr<backends::Session> session_;

@@ -19,13 +19,22 @@ namespace ptyvisor::server {
 
 using protocol::ErrorCode;
 
+namespace {
+
+// Jobs the worker may have pending before the agent's new connections are refused. In
+// normal operation it holds a handful (each closes in microseconds).
+constexpr std::size_t kMaxWorkerBacklog = 256;
+
+}  // namespace
+
 Server::Server(Config config, backends::Account account, std::unique_ptr<backends::Backend> backend,
                sd_event* event)
     : config_(std::move(config)),
       account_(std::move(account)),
       backend_(std::move(backend)),
       event_(event),
-      admission_(config_.limits) {}
+      admission_(config_.limits),
+      worker_(event, {account_.uid, account_.gid, account_.groups}) {}
 
 Server::~Server() {
     // Connections first: their sessions unregister from the backend as they go.
@@ -73,35 +82,47 @@ void Server::on_accept() {
             }
             return;
         }
-        accept_one(std::move(socket));
+        try {
+            accept_one(std::move(socket));
+        } catch (const std::exception& e) {
+            // One client's failure ends its connection (the socket went with the exception).
+            log_error("cannot accept a connection", {{"ERROR", e.what()}});
+        }
     }
 }
 
-void Server::reject(int socket, ErrorCode code, const std::string& message) {
+void Server::reject(UniqueFd socket, ErrorCode code, const std::string& message) {
     admission_.count_rejected(code);
     const auto frame = protocol::encode_frame(protocol::FrameType::Error,
                                               protocol::encode(protocol::ErrorReply{code, message}));
     // A fresh socket's send buffer is empty, so this small frame fits; never wait for it.
-    [[maybe_unused]] const auto n = ::send(socket, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    [[maybe_unused]] const auto n = ::send(socket.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    // Closed on a worker: its queue may already hold descriptors the client sent.
+    worker_.dispose(std::move(socket));
 }
 
 void Server::accept_one(UniqueFd socket) {
-    if (shutting_down_) return reject(socket.get(), ErrorCode::ShuttingDown, "the daemon is stopping");
+    if (shutting_down_) return reject(std::move(socket), ErrorCode::ShuttingDown, "the daemon is stopping");
     PeerIdentity peer;
     if (const int e = read_peer(socket.get(), peer); e != 0)
-        return reject(socket.get(), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(e));
+        return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(e));
     // Sort peers by what the kernel already told us, before they hold anything.
     if (peer.cred.uid != 0) {
         if (peer.cred.uid != account_.uid || peer.cred.gid != account_.gid)
-            return reject(socket.get(), ErrorCode::NotAllowed, "only the agent's account may connect");
+            return reject(std::move(socket), ErrorCode::NotAllowed, "only the agent's account may connect");
         // An Unsure peer is admitted like any other; its START waits for the recheck.
         std::string why;
         if (backend_->check_peer(peer.view(), why) == backends::PeerVerdict::Refused)
-            return reject(socket.get(), ErrorCode::NotAllowed, why);
+            return reject(std::move(socket), ErrorCode::NotAllowed, why);
+        // Descriptors a client sent and the worker has not closed yet (a close that blocks,
+        // on purpose): past this many, the agent gets no more connections to send more.
+        if (worker_.backlog() > kMaxWorkerBacklog)
+            return reject(std::move(socket), ErrorCode::Overloaded,
+                          "descriptors sent earlier are still being closed; try again later");
     }
     switch (admission_.enter_handshake(peer.cred.pid)) {
         case Admission::Handshake::Refused:
-            return reject(socket.get(), ErrorCode::Overloaded, "too many connections are waiting for START");
+            return reject(std::move(socket), ErrorCode::Overloaded, "too many connections are waiting for START");
         case Admission::Handshake::AdmittedEvicting: evict_for_fairness(admission_.evict_candidate()); break;
         case Admission::Handshake::Admitted: break;
     }

@@ -15,6 +15,7 @@
 #include "common/event.h"
 #include "common/unique_fd.h"
 #include "server/admission.h"
+#include "server/blocking_worker.h"
 #include "server/config.h"
 #include "server/connection.h"
 
@@ -35,6 +36,7 @@ public:
     [[nodiscard]] const backends::Account& account() const { return account_; }
     backends::Backend& backend() { return *backend_; }
     Admission& admission() { return admission_; }
+    BlockingWorker& worker() { return worker_; }
     [[nodiscard]] bool shutting_down() const { return shutting_down_; }
     std::uint64_t next_serial() { return ++serial_; }
     std::string new_unit_name() const;
@@ -46,7 +48,7 @@ public:
 private:
     void on_accept();
     void accept_one(UniqueFd socket);
-    void reject(int socket, protocol::ErrorCode code, const std::string& message);
+    void reject(UniqueFd socket, protocol::ErrorCode code, const std::string& message);
     void evict_for_fairness(pid_t victim);
     void begin_shutdown();
     void reap_retired();
@@ -57,6 +59,8 @@ private:
     std::unique_ptr<backends::Backend> backend_;
     sd_event* event_;
     Admission admission_;
+    // Declared before the connections: they hand it what they close, to their last one.
+    BlockingWorker worker_;
     UniqueFd listener_;
     EventSource accept_source_, sigterm_source_, sigint_source_, sighup_source_, reap_source_, watchdog_source_;
     std::map<Connection*, std::unique_ptr<Connection>> connections_;

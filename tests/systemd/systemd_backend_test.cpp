@@ -255,9 +255,10 @@ protected:
         s.argv = std::move(argv);
         s.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "TERM=dumb", "HOME=/nonexistent",
                  "USER=" + account_.name, "LANG=C"};
-        s.cwd.reset(::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        cwds_.emplace_back(::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        s.cwd = cwds_.back().get();
         struct stat st {};
-        EXPECT_EQ(::fstat(s.cwd.get(), &st), 0);
+        EXPECT_EQ(::fstat(s.cwd, &st), 0);
         s.cwd_dev = st.st_dev;
         s.cwd_ino = st.st_ino;
         s.tty = UniqueFd(::fcntl(pty.slave.get(), F_DUPFD_CLOEXEC, 3));
@@ -274,7 +275,7 @@ protected:
         s.properties = std::move(props);
         pty.slave.reset();
         std::string why;
-        auto session = backend_->start(std::move(s), observe(o), why);
+        auto session = resolve_and_start(std::move(s), observe(o), why);
         EXPECT_TRUE(session) << why;
         return session;
     }
@@ -291,6 +292,14 @@ protected:
     }
 
     bool unit_listed(const std::string& unit) { return !list_units(bus_.get(), unit).empty(); }
+
+    // As the server does: the backend's Resolver first (here on the test's thread), then start().
+    std::unique_ptr<Session> resolve_and_start(SessionSpec s, SessionEvents events, std::string& why) {
+        if (const auto resolve = backend_->resolver(); resolve && !resolve(s, why)) return nullptr;
+        return backend_->start(std::move(s), std::move(events), why);
+    }
+
+    std::vector<UniqueFd> cwds_;  // the working directories the specs borrow
 
     sd_event* event_ = nullptr;
     Account account_;
@@ -437,25 +446,25 @@ TEST_F(SystemdBackendTest, ImmediateFailures) {
     Observed o;
     {
         SessionSpec s = spec({"definitely-not-a-command-xyz"}, pty);
-        EXPECT_FALSE(backend_->start(std::move(s), observe(o), why));
+        EXPECT_FALSE(resolve_and_start(std::move(s), observe(o), why));
         EXPECT_NE(why.find("command not found: definitely-not-a-command-xyz"), std::string::npos) << why;
     }
     {
         SessionSpec s = spec({"true"}, pty);
         s.cwd_ino += 1;
-        EXPECT_FALSE(backend_->start(std::move(s), observe(o), why));
+        EXPECT_FALSE(resolve_and_start(std::move(s), observe(o), why));
         EXPECT_NE(why.find("working directory changed"), std::string::npos) << why;
     }
     {
         SessionSpec s = spec({"true"}, pty);
         s.properties = {{"Bogus", "1"}};
-        EXPECT_FALSE(backend_->start(std::move(s), observe(o), why));
+        EXPECT_FALSE(resolve_and_start(std::move(s), observe(o), why));
         EXPECT_NE(why.find("Bogus"), std::string::npos) << why;
     }
     {
         SessionSpec s = spec({"true"}, pty);
         s.unit_name = "not-ours.service";
-        EXPECT_FALSE(backend_->start(std::move(s), observe(o), why));
+        EXPECT_FALSE(resolve_and_start(std::move(s), observe(o), why));
     }
     EXPECT_EQ(o.events, 0);
 }
@@ -469,7 +478,7 @@ TEST_F(SystemdBackendTest, MissingAccountIsRefusedBeforeStart) {
     s.account.name = "ptyvisor-no-such-user";
     Observed o;
     std::string why;
-    auto session = backend_->start(std::move(s), observe(o), why);
+    auto session = resolve_and_start(std::move(s), observe(o), why);
     EXPECT_FALSE(session);
     EXPECT_NE(why.find("ptyvisor-no-such-user"), std::string::npos) << why;
     EXPECT_EQ(o.events, 0);
@@ -485,7 +494,7 @@ TEST_F(SystemdBackendTest, ExitCodesInSystemdsRangeAreExits) {
         pty.slave.reset();
         Observed o;
         std::string why;
-        auto session = backend_->start(std::move(s), observe(o), why);
+        auto session = resolve_and_start(std::move(s), observe(o), why);
         ASSERT_TRUE(session) << why;
         ASSERT_TRUE(run_until(event_, [&] { return o.exited || o.start_failed; }));
         EXPECT_FALSE(o.start_failed) << code << ": " << o.start_error;

@@ -88,7 +88,7 @@ std::vector<char*> c_array(const std::vector<std::string>& v) {
     if (::setgroups(a.groups.size(), a.groups.data()) < 0) child_fail(status_fd, Step::Groups);
     if (::setresgid(a.gid, a.gid, a.gid) < 0) child_fail(status_fd, Step::Gid);
     if (::setresuid(a.uid, a.uid, a.uid) < 0) child_fail(status_fd, Step::Uid);
-    if (::fchdir(spec.cwd.get()) < 0) child_fail(status_fd, Step::Chdir);
+    if (::fchdir(spec.cwd) < 0) child_fail(status_fd, Step::Chdir);
     int first_error = ENOENT;
     for (const auto& file : candidates) {
         ::execve(file.c_str(), argv, envp);

@@ -180,6 +180,35 @@ bool SystemdBackend::cleanup_orphans(Clock::time_point deadline, std::string& wh
     return true;
 }
 
+namespace {
+
+// The systemd backend's Resolver (see backend.h): on a worker thread, as the agent.
+bool resolve_for_unit(SessionSpec& spec, std::string& why) {
+    // What systemd would only find out after fork (and report as exit status 217/USER,
+    // indistinguishable from a command exiting 217) is checked here, where it is an error.
+    if (!spec.account.name.empty()) {
+        std::vector<char> buf(16384);
+        passwd pw{};
+        passwd* found = nullptr;
+        if (::getpwnam_r(spec.account.name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found ||
+            pw.pw_uid != spec.account.uid) {
+            why = "the account " + spec.account.name + " no longer exists as configured";
+            return false;
+        }
+    }
+    if (spec.argv.empty()) {
+        why = "empty command";
+        return false;
+    }
+    return working_directory_path(spec.cwd, spec.cwd_dev, spec.cwd_ino, spec.cwd_path, why) &&
+           resolve_executable(spec.argv.front(), spec.env, spec.cwd_path, spec.account.uid,
+                              spec.account.gid, spec.account.groups, spec.exec_path, why);
+}
+
+}  // namespace
+
+Resolver SystemdBackend::resolver() const { return &resolve_for_unit; }
+
 std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents events,
                                                std::string& why) {
     if (!is_session_unit_name(spec.unit_name, options_.unit_prefix)) {
@@ -198,25 +227,14 @@ std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents e
         why = "not connected to the system bus";
         return nullptr;
     }
-    // What systemd would only find out after fork (and report as exit status 217/USER,
-    // indistinguishable from a command exiting 217) is checked here, where it is an error.
-    if (!spec.account.name.empty()) {
-        std::vector<char> buf(16384);
-        passwd pw{};
-        passwd* found = nullptr;
-        if (::getpwnam_r(spec.account.name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found ||
-            pw.pw_uid != spec.account.uid) {
-            why = "the account " + spec.account.name + " no longer exists as configured";
-            return nullptr;
-        }
+    if (spec.exec_path.empty() || spec.cwd_path.empty()) {
+        why = "the command was not resolved before start";
+        return nullptr;
     }
     TransientService svc;
     svc.unit = spec.unit_name;
-    if (!working_directory_path(spec.cwd.get(), spec.cwd_dev, spec.cwd_ino, svc.working_directory, why))
-        return nullptr;
-    if (!resolve_executable(spec.argv.front(), spec.env, svc.working_directory, spec.account.uid,
-                            spec.account.gid, spec.account.groups, svc.exec_path, why))
-        return nullptr;
+    svc.working_directory = spec.cwd_path;
+    svc.exec_path = spec.exec_path;
     if (!translate_properties(spec.properties, svc.extra, why)) return nullptr;
     svc.description = describe(spec.argv);
     svc.slice = std::string(kSessionSlice);

@@ -30,6 +30,9 @@ public:
 
     [[nodiscard]] std::string_view name() const override { return "systemd"; }
     bool cleanup_orphans(Clock::time_point deadline, std::string& why) override;
+    // Resolves the working directory's path and the command's executable (both sent to
+    // systemd by name) as the agent.
+    [[nodiscard]] Resolver resolver() const override;
     std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events, std::string& why) override;
     PeerVerdict check_peer(const Peer& peer, std::string& why) override;
     void recheck(RecheckCallback done) override;
