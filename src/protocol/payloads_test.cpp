@@ -507,5 +507,41 @@ TEST(PayloadEncode, InvalidUtf8IsReplacedNotThrown) {
     EXPECT_NE(d.value->message.find("here"), std::string::npos);
 }
 
+// Issue 11, finding 1: an ERROR quoting what a client sent (a 5000-byte command name)
+// exceeded the 4096-byte ERROR bound, and encode_frame threw. Every message now fits, however
+// long, however JSON escapes it, whatever bytes it holds; and it still decodes.
+TEST(PayloadEncode, ErrorQuotingHostileTextAlwaysFitsItsFrame) {
+    const std::vector<std::string> messages{
+        "command not found: " + std::string(5000, 'a'),
+        std::string(100000, '\x01'),          // escaped sixfold: \u0001
+        std::string(100000, '\xff'),          // not UTF-8: replaced, three bytes each
+        std::string(3000, '"'),               // escaped twofold
+        "cgroup " + std::string(2000, '/') + std::string(2000, '\xe2'),
+    };
+    for (const auto& m : messages) {
+        const std::string payload = encode(ErrorReply{ErrorCode::StartFailed, m});
+        EXPECT_LE(payload.size(), kMaxControlPayloadSize);
+        EXPECT_NO_THROW((void)encode_frame(FrameType::Error, payload));
+        const auto back = decode_error(payload);
+        ASSERT_TRUE(back) << back.error;
+        EXPECT_EQ(back.value->code, ErrorCode::StartFailed);
+        EXPECT_FALSE(back.value->message.empty());
+    }
+}
+
+TEST(PayloadEncode, BoundedTextCutsAtACharacterBoundary) {
+    EXPECT_EQ(bounded_text("short", 10), "short");
+    EXPECT_EQ(bounded_text("abcdefghij", 8), "abcde...");
+    // "é" is two bytes: a cut inside it backs up to before it.
+    const std::string accents = "ab\xc3\xa9\xc3\xa9\xc3\xa9";
+    const std::string cut = bounded_text(accents, 7);
+    EXPECT_EQ(cut, "ab\xc3\xa9...");
+    EXPECT_LE(cut.size(), 7u);
+    // A four-byte character (U+1F600) is never split either.
+    const std::string emoji = "\xf0\x9f\x98\x80\xf0\x9f\x98\x80";
+    EXPECT_EQ(bounded_text(emoji, 7), "\xf0\x9f\x98\x80...");
+    EXPECT_EQ(bounded_text(emoji, 6), "...");
+}
+
 }  // namespace
 }  // namespace ptyvisor::protocol
