@@ -7,7 +7,9 @@
 //     to boundary and oversized values, duplicated chunks;
 //   - a mutated START (the fd still attached);
 //   - random bytes;
-//   - a valid START, then frames with lengths at and beyond each type's bound.
+//   - a valid START, then frames with lengths at and beyond each type's bound;
+//   - a START with one string field at its longest (argv[0], another argument, an
+//     environment entry, TERM), of random bytes that JSON escapes up to sixfold.
 // Whatever the mutation left, the stream is then completed so that the daemon is never left
 // waiting for the rest of a frame (the fuzzer computes the framing the daemon must see) and,
 // where framing survived, a valid STOP follows. So every connection must end, promptly, with
@@ -270,7 +272,7 @@ TEST_F(ProtocolFuzz, LiveDaemonSurvivesMutatedStreams) {
         }
         Bytes stream;
         int fd = dir.get();
-        const auto mode = rng.below(4);
+        const auto mode = rng.below(5);
         std::size_t keep = 0;
         if (mode == 0) {  // valid START, then mutated session frames
             stream = start({"cat"});
@@ -285,6 +287,23 @@ TEST_F(ProtocolFuzz, LiveDaemonSurvivesMutatedStreams) {
             if (rng.chance(30)) stream = raw_header(static_cast<std::uint8_t>(1 + rng.below(11)), static_cast<std::uint32_t>(rng.below(300)));
             for (std::uint64_t k = 0, n = 1 + rng.below(400); k < n; ++k) stream.push_back(static_cast<std::uint8_t>(rng.next()));
             if (rng.chance(50)) fd = -1;
+        } else if (mode == 4) {  // a START with one string field at its longest
+            auto request = RawClient::start_request({"cat"}, env, dir.get());
+            const auto noise = [&](std::size_t n) {
+                std::string text(n, 'x');
+                for (auto& ch : text) ch = static_cast<char>(1 + rng.below(255));  // no NUL
+                return text;
+            };
+            // What is left of the frame's bound, in bytes that escape to at most six each.
+            const std::size_t room = (protocol::kMaxPayloadSize - protocol::encode(request).size()) / 6 - 16;
+            switch (rng.below(4)) {
+                case 0: request.argv[0] = noise(room); break;
+                case 1: request.argv.push_back(noise(room)); break;
+                case 2: request.env.push_back("PTYVISOR_FUZZ=" + noise(room)); break;
+                default: request.term = noise(protocol::kMaxTermLength); break;
+            }
+            stream = frame(FrameType::Start, protocol::encode(request));
+            keep = stream.size();
         } else {  // valid START, then a frame with a length at or beyond its type's bound
             stream = start({"cat"});
             keep = stream.size();
@@ -295,7 +314,7 @@ TEST_F(ProtocolFuzz, LiveDaemonSurvivesMutatedStreams) {
         settle(stream);  // valid or not, nothing is left half-sent
         auto c = connect_as_account();
         ASSERT_NE(c, nullptr);
-        const std::size_t hold = (mode == 0 || mode == 3) && rng.chance(50) ? keep : 0;
+        const std::size_t hold = (mode == 0 || mode == 3 || mode == 4) && rng.chance(50) ? keep : 0;
         const Outcome o = exchange(c->fd(), stream, fd, rng, Millis(20000), hold);
         if (o.violation) {
             ++violations[o.terminal];
