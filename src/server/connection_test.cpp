@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "common/event.h"
@@ -64,6 +65,10 @@ public:
     PeerVerdict before = PeerVerdict::Unsure;
     PeerVerdict after = PeerVerdict::Allowed;
     bool answer_at_once = true;  // false: the test calls release(), or nobody does
+    // Throws from start() or check_peer() while positive, once per call (a stand-in for any
+    // failure deep in a handler, such as encode_frame's length_error before issue 11).
+    std::atomic<int> start_throws{0};
+    std::atomic<int> check_throws{0};
     std::atomic<int> rechecks{0};
     std::atomic<int> starts{0};
     UniqueFd last_tty;  // a copy of the last session's terminal, for the test to read
@@ -84,12 +89,14 @@ public:
     bool cleanup_orphans(backends::Clock::time_point, std::string&) override { return true; }
     std::unique_ptr<backends::Session> start(backends::SessionSpec spec, backends::SessionEvents events,
                                              std::string&) override {
+        if (start_throws > 0 && start_throws-- > 0) throw std::length_error("scripted failure in start");
         last_tty.reset(::fcntl(spec.tty.get(), F_DUPFD_CLOEXEC, 0));
         ++starts;
         starts.notify_all();
         return std::make_unique<ScriptedSession>(event_, std::move(spec.tty), std::move(events));
     }
     PeerVerdict check_peer(const backends::Peer&, std::string& why) override {
+        if (check_throws > 0 && check_throws-- > 0) throw std::runtime_error("scripted failure in check_peer");
         why = answered_ ? "still not the main process" : "main process not known yet";
         return answered_ ? after : before;
     }
@@ -261,9 +268,8 @@ TEST_F(UnsurePeerTest, StopSentWithTheStartGetsStartedThenExit) {
     const auto started = next_frame(c.get());
     ASSERT_TRUE(started);
     ASSERT_EQ(started->type, FrameType::Started) << started->text();
-    std::optional<protocol::Frame> f;
-    while ((f = next_frame(c.get())) && f->type == FrameType::Output) {
-    }
+    auto f = next_frame(c.get());
+    while (f && f->type == FrameType::Output) f = next_frame(c.get());
     ASSERT_TRUE(f);
     ASSERT_EQ(f->type, FrameType::Exit) << f->text();
     const auto status = protocol::decode_exit(f->text());
@@ -309,6 +315,43 @@ TEST_F(UnsurePeerTest, AClientGoneDuringTheRecheckGetsNoSessionAndTheDaemonServe
     ASSERT_TRUE(started);
     EXPECT_EQ(started->type, FrameType::Started) << started->text();
     EXPECT_EQ(backend_->starts, 1) << "the client that left must not have had its command started";
+}
+
+// Issue 11, finding 1: an exception in one connection's handling reached main() and ended
+// the daemon with every session. Now it ends that connection with ERROR internal, and the
+// next client is served as usual.
+using HandlerExceptionTest = UnsurePeerTest;
+
+TEST_F(HandlerExceptionTest, AnExceptionWhileStartingEndsOnlyThatConnection) {
+    start(quick_config(), [](ScriptedBackend& b) {
+        b.before = PeerVerdict::Allowed;
+        b.start_throws = 1;
+    });
+    UniqueFd first = connect_and_start();
+    const std::string error = expect_error(first.get());
+    EXPECT_EQ(error.rfind("internal: ", 0), 0u) << error;
+    EXPECT_FALSE(next_frame(first.get())) << "ERROR is the last frame";
+    decoder_ = protocol::FrameDecoder();
+    UniqueFd second = connect_and_start();
+    const auto started = next_frame(second.get());
+    ASSERT_TRUE(started) << "the daemon no longer serves";
+    EXPECT_EQ(started->type, FrameType::Started) << started->text();
+}
+
+TEST_F(HandlerExceptionTest, AnExceptionWhileAuthorizingEndsOnlyThatConnection) {
+    start(quick_config(), [](ScriptedBackend& b) {
+        b.before = PeerVerdict::Allowed;
+        b.check_throws = 1;  // the test runs as root: the first check_peer() is START's
+    });
+    UniqueFd first = connect_and_start();
+    const std::string error = expect_error(first.get());
+    EXPECT_EQ(error.rfind("internal: ", 0), 0u) << error;
+    EXPECT_FALSE(next_frame(first.get())) << "ERROR is the last frame";
+    decoder_ = protocol::FrameDecoder();
+    UniqueFd second = connect_and_start();
+    const auto started = next_frame(second.get());
+    ASSERT_TRUE(started) << "the daemon no longer serves";
+    EXPECT_EQ(started->type, FrameType::Started) << started->text();
 }
 
 }  // namespace
