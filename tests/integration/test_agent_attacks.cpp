@@ -197,9 +197,13 @@ TEST_F(AgentAttack, LingeringSocketSentAsDirectoryDoesNotFreezeTheLoop) {
     ASSERT_TRUE(trap.make()) << std::strerror(errno);
     auto c = connect_as_account();
     ASSERT_NE(c, nullptr);
-    ASSERT_EQ(c->send_start(RawClient::start_request({"true"}, session_env(), trap.sender.get()),
-                            {trap.sender.get()}), 0);
-    trap.sender.reset();  // the daemon's copy is the last: its close() is the one that lingers
+    // The daemon's copy must be the last, so that its close() is the one that lingers: the
+    // descriptor rides on the first byte, the test lets go of its own, then the rest follows.
+    const auto start = protocol::encode_frame(
+        FrameType::Start, protocol::encode(RawClient::start_request({"true"}, session_env(), trap.sender.get())));
+    ASSERT_EQ(c->send(std::vector<std::uint8_t>(start.begin(), start.begin() + 1), {trap.sender.get()}), 0);
+    trap.sender.reset();
+    ASSERT_EQ(c->send(std::vector<std::uint8_t>(start.begin() + 1, start.end())), 0);
     std::string seen;
     const auto err = c->expect_error(kAnswer, &seen);
     ASSERT_TRUE(err) << seen;
