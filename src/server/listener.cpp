@@ -82,10 +82,30 @@ bool remove_stale_socket(int dir, const std::string& name, const std::string& pa
     return true;
 }
 
-// Gives the socket node root:group 0660 through a handle on the node itself. The directory
-// is root's alone, so the name still leads to what we bound; the checks below make sure.
+// Whether `node` (an O_PATH handle) is where `listener` is bound: connect through the handle
+// and see our own connection arrive. fstat of a socket describes sockfs, not the node, and
+// sock_diag (which knows the node) needs AF_NETLINK, which the unit does not allow.
+bool node_is_bound_to(int node, int listener) {
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const std::string via = proc_fd_path(node);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, via.c_str(), via.size() + 1);
+    if (!probe || ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) < 0)
+        return false;
+    // A Unix connect completes at once, so the non-blocking accept has it now or never.
+    UniqueFd accepted(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    return accepted && ::getsockopt(accepted.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+           cred.pid == ::getpid();
+}
+
+// Gives the socket node root:group 0660 through a handle on the node itself, once the node
+// is shown to be the one `listener` is bound to. Until then it is 0600 root's (the umask at
+// bind), so no one else can connect, or be the connection we look for.
 bool set_socket_owner_and_mode(int dir, const std::string& name, const std::string& path,
-                               gid_t group, std::string& error) {
+                               int listener, gid_t group, std::string& error) {
     UniqueFd node(::openat(dir, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (!node) {
         error = errno_text("open the socket node " + path);
@@ -96,8 +116,8 @@ bool set_socket_owner_and_mode(int dir, const std::string& name, const std::stri
         error = errno_text("stat " + path);
         return false;
     }
-    // What bind() just made: a socket of ours, with one name.
-    if (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid() || st.st_nlink != 1) {
+    if (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid() || st.st_nlink != 1 ||
+        !node_is_bound_to(node.get(), listener)) {
         error = path + " is not the socket just bound; refusing it";
         return false;
     }
@@ -173,11 +193,11 @@ ListenerResult open_listener(const std::string& path, gid_t group) {
         out.error = errno_text("bind " + path);
         return out;
     }
-    if (!set_socket_owner_and_mode(dir.get(), name, path, group, out.error)) return out;
     if (::listen(fd.get(), SOMAXCONN) < 0) {
         out.error = errno_text("listen");
         return out;
     }
+    if (!set_socket_owner_and_mode(dir.get(), name, path, fd.get(), group, out.error)) return out;
     out.fd = std::move(fd);
     return out;
 }
