@@ -14,6 +14,9 @@ scripts/ensure-test-account.sh "$account"
 
 run=$(mktemp -d /tmp/ptyvisor-demo.XXXXXX)
 chmod 0755 "$run"
+# The client runs as the account, which may not reach this tree (a clone in /root is 0700):
+# it runs a copy from the 0755 run directory. Only root runs ptyvisord, from the tree.
+install -m 0755 "$bin/cli/ptyvisor" "$run/ptyvisor"
 cat > "$run/ptyvisord.toml" <<TOML
 user = "$account"
 socket = "$run/ptyvisor.sock"
@@ -47,7 +50,7 @@ PY
 echo "== ptyvisor run, as $account"
 cd /tmp
 status=0
-runuser -u "$account" -- "$OLDPWD/$bin/cli/ptyvisor" run --socket "$run/ptyvisor.sock" -- \
+runuser -u "$account" -- "$run/ptyvisor" run --socket "$run/ptyvisor.sock" -- \
   sh -c 'echo "hello from $(id -un) on $(tty), TERM=$TERM, size $(stty size)"; exit 3' </dev/null || status=$?
 echo "== the session's exit status: $status (expected 3)"
 [ "$status" = 3 ]

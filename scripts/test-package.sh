@@ -107,11 +107,11 @@ conffiles=$(dpkg-query -W -f='${Conffiles}' ptyvisor)
 if grep -q '/etc/ptyvisor/ptyvisord.toml' <<<"$conffiles"; then ok "/etc/ptyvisor/ptyvisord.toml is a conffile"
 else bad "/etc/ptyvisor/ptyvisord.toml is a conffile" "conffiles: $conffiles"; fi
 # postinst ran systemd-tmpfiles for the tmpfiles.d entry.
-modes="$(stat -c '%n %a %U:%G' /run/ptyvisor /var/lib/ptyvisor 2>&1)"
-if [ "$modes" = "$(printf '/run/ptyvisor 755 root:root\n/var/lib/ptyvisor 700 root:root')" ]; then
-    ok "tmpfiles.d: /run/ptyvisor 0755, /var/lib/ptyvisor 0700"
+modes="$(stat -c '%n %a %U:%G' /run/ptyvisor 2>&1)"
+if [ "$modes" = "/run/ptyvisor 755 root:root" ]; then
+    ok "tmpfiles.d: /run/ptyvisor 0755"
 else
-    bad "tmpfiles.d: /run/ptyvisor 0755, /var/lib/ptyvisor 0700" "$modes"
+    bad "tmpfiles.d: /run/ptyvisor 0755" "$modes"
 fi
 
 # --- 3. configuration -------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 #!/bin/bash
 # The whole test suite, as CI runs it:
 #   1. the default build and every CTest test (unit, integration on the direct backend,
-#      and the systemd suite inside a private systemd), the .deb package installed and run
-#      as its unit, and a smoke pass of the benchmarks;
+#      and the systemd suite inside a private systemd), two integration tests with binaries
+#      the test account cannot reach, a plain Release build without the presets, the .deb
+#      package installed and run as its unit, and a smoke pass of the benchmarks;
 #   2. the same tests under ASan+UBSan;
 #   3. a short, bounded libFuzzer pass over every decoder.
 # PTYVISOR_SKIP_ASAN=1 or PTYVISOR_SKIP_FUZZ=1 leave a stage out for quick local runs.
@@ -15,6 +16,20 @@ scripts/ensure-test-account.sh
 echo "== default build"
 scripts/build.sh default
 ctest --preset default -j "$jobs"
+
+echo "== binaries the test account cannot reach (a clone in /root, mode 0700)"
+# The suite runs the client as the account; built in a 0700 tree it used to exit 127.
+private=$(mktemp -d /tmp/ptyvisor-private.XXXXXX)   # 0700, root's
+trap 'rm -rf "$private"' EXIT
+cp build/default/src/server/ptyvisord build/default/src/cli/ptyvisor "$private/"
+PTYVISORD_BIN="$private/ptyvisord" PTYVISOR_BIN="$private/ptyvisor" \
+  build/default/tests/integration/ptyvisor_integration_tests \
+  --gtest_filter='EndToEnd.EchoAndExitCode:EndToEnd.ProcessInsideASessionCannotObtainASession'
+rm -rf "$private"
+
+echo "== plain Release build, configured as a newcomer would (no preset, so no -Werror)"
+cmake -S . -B build/plain-release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/plain-release -j "$jobs"
 
 echo "== package: build the .deb, install it, run it as the systemd unit would"
 scripts/test-package.sh build/default

@@ -148,7 +148,7 @@ struct BackendOptions {
     sd_event* event = nullptr;
     std::string unit_prefix = "ptyvisor";
     std::vector<std::string> allowed_units;  // e.g. "opencode.service"
-    std::string state_directory = "/var/lib/ptyvisor";  // direct backend's session records
+    std::string state_directory = "/run/ptyvisor";  // direct backend's session records
 };
 
 }  // namespace ptyvisor::backends

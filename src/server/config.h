@@ -38,7 +38,7 @@ struct Config {
     std::string backend = "auto";  // auto | systemd | direct
     std::vector<std::string> allow_units;
     std::string unit_prefix = "ptyvisor";
-    std::string state_directory = "/var/lib/ptyvisor";
+    std::string state_directory = "/run/ptyvisor";
     Limits limits;
     Timeouts timeouts;
     std::map<std::string, std::string> session_properties;

@@ -202,7 +202,7 @@ protected:
     // The next frame from the daemon, or nullopt at EOF or after 10 s.
     std::optional<protocol::Frame> next_frame(int fd) {
         for (;;) {
-            protocol::Frame frame;
+            protocol::Frame frame{};  // g++ 12 -O3 cannot see that Ready implies a type
             const auto status = decoder_.next(frame);
             if (status == protocol::FrameDecoder::Status::Ready) return frame;
             if (status == protocol::FrameDecoder::Status::Failed) return std::nullopt;

@@ -20,7 +20,10 @@ int open_pty(uid_t uid, gid_t gid, protocol::WindowSize size, PtyPair& out) {
     char name[64];
     if (::ptsname_r(master.get(), name, sizeof name) != 0) return errno;
     // The account must own its terminal (as after login), or tools like `tty` and `mesg` fail.
-    if (::fchown(peer.get(), uid, gid) < 0 || ::fchmod(peer.get(), 0620) < 0) return errno;
+    // Mode 0600, not a login's 0620: login gives the group bit to "tty" (for write/wall),
+    // here the group is the agent's own primary group, whose other members could then type
+    // into the agent's view. Agent terminals have no use for write(1) or wall(1).
+    if (::fchown(peer.get(), uid, gid) < 0 || ::fchmod(peer.get(), 0600) < 0) return errno;
     if (const int e = set_window_size(master.get(), size); e != 0) return e;
     out.master = std::move(master);
     out.peer = std::move(peer);

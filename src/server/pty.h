@@ -14,7 +14,8 @@ struct PtyPair {
     std::string peer_path;
 };
 
-// Opens a PTY, owned by `uid`/`gid` with mode 0620 like a login terminal, sized `size`.
+// Opens a PTY owned by `uid`/`gid`, mode 0600 (readable and writable by the account alone,
+// not by the rest of its group), sized `size`.
 // Returns an errno on failure.
 int open_pty(uid_t uid, gid_t gid, protocol::WindowSize size, PtyPair& out);
 

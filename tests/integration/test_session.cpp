@@ -43,6 +43,18 @@ TEST_F(EndToEnd, SizeOptionSetsTheInitialTerminalSize) {
     EXPECT_EQ(c->out(), "30 100\r\n") << c->transcript();
 }
 
+// The session's terminal is the agent's alone: members of its primary group cannot write
+// into it (it was 0620, group-writable, with the agent's own group).
+TEST_F(EndToEnd, SessionTerminalIsMode0600OwnedByTheAgent) {
+    ASSERT_NE(start_daemon(), nullptr);
+    auto c = run_cli({"run", "--", "sh", "-c", "stat -c '%a %U' \"$(tty)\""});
+    ASSERT_NE(c, nullptr);
+    const auto e = c->wait_exit(kExit);
+    ASSERT_TRUE(e) << c->transcript();
+    EXPECT_TRUE(e->exited_with(0)) << e->describe() << "\n" << c->transcript();
+    EXPECT_EQ(c->out(), "600 " + account_->name + "\r\n") << c->transcript();
+}
+
 // The client runs on a PTY of its own (as under ssh or a terminal emulator). The session
 // starts with that terminal's size; resizing the client's terminal reaches the session.
 TEST_F(EndToEnd, ResizeOfTheClientTerminalReachesTheSession) {

@@ -161,11 +161,14 @@ private:
 class DirectBackend final : public Backend {
 public:
     DirectBackend(const BackendOptions& o, std::optional<CgroupRoot> root)
-        : options_(o), root_(std::move(root)), records_(o.state_directory) {}
+        : options_(o),
+          root_(std::move(root)),
+          records_(o.state_directory, {o.unit_prefix, root_ ? root_->path() : std::string()}) {}
 
     int prepare(std::string& why) {
         if (const int e = records_.prepare(); e != 0) {
-            why = "cannot create " + options_.state_directory + ": " + std::strerror(e);
+            why = "cannot create " + options_.state_directory + "/sessions: " +
+                  (e == EPERM ? std::string("a directory there is not root's alone") : std::strerror(e));
             return -e;
         }
         if (!root_) {
@@ -368,6 +371,7 @@ bool wait_cgroup_empty(const std::string& path, Clock::time_point deadline) {
 bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& why) {
     bool ok = true;
     std::set<std::string> cgroups;
+    // list() hands out only records this daemon could have written; it removes the rest.
     for (const auto& r : records_.list()) {
         if (!r.cgroup.empty()) {
             cgroups.insert(r.cgroup);

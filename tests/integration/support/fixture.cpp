@@ -18,6 +18,10 @@ void EndToEnd::SetUp() {
                           << "' is missing: run tests/integration/ensure-account.sh as root";
     ASSERT_FALSE(daemon_binary().empty()) << "set PTYVISORD_BIN to the ptyvisord binary";
     ASSERT_FALSE(cli_binary().empty()) << "set PTYVISOR_BIN to the ptyvisor binary";
+    ASSERT_TRUE(account_can_execute(*account_, cli_binary()))
+        << "account '" << account_->name << "' cannot execute " << cli_binary()
+        << " (its directories are out of the account's reach, and copying it to a 0755 "
+           "directory under /tmp failed): build in a directory the account can search";
     dir_ = std::make_unique<TempDir>();
     work_ = *dir_ / "work";
     state_ = *dir_ / "state";

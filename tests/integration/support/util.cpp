@@ -43,7 +43,53 @@ std::optional<Account> from_passwd(const passwd* pw) {
 }  // namespace
 
 std::string daemon_binary() { return env_or("PTYVISORD_BIN", PTYVISORD_BIN_DEFAULT); }
-std::string cli_binary() { return env_or("PTYVISOR_BIN", PTYVISOR_BIN_DEFAULT); }
+bool account_can_execute(const Account& account, const std::string& path) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        if (::setgroups(1, &account.gid) != 0 || ::setresgid(account.gid, account.gid, account.gid) != 0 ||
+            ::setresuid(account.uid, account.uid, account.uid) != 0)
+            ::_exit(2);
+        ::_exit(::access(path.c_str(), X_OK) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+namespace {
+
+// A directory of copies, removed at exit by the process that made it (not by forked children).
+struct CopyDir {
+    std::string path;
+    pid_t owner = ::getpid();
+    ~CopyDir() {
+        std::error_code ec;
+        if (!path.empty() && ::getpid() == owner) std::filesystem::remove_all(path, ec);
+    }
+};
+
+// The CLI runs as the test account, so the account must be able to reach it. A build under
+// a directory it cannot search made every client exit 127 with no word why; copy it instead.
+std::string reachable_cli(const std::string& built) {
+    const auto account = lookup_account(account_name());
+    if (built.empty() || ::geteuid() != 0 || !account || account_can_execute(*account, built))
+        return built;
+    static CopyDir copies;
+    std::string tmpl = "/tmp/ptyvisor-itest-bin.XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr || ::chmod(tmpl.c_str(), 0755) != 0) return built;
+    copies.path = tmpl;
+    const std::string copy = tmpl + "/ptyvisor";
+    std::error_code ec;
+    std::filesystem::copy_file(built, copy, ec);
+    if (ec || ::chmod(copy.c_str(), 0755) != 0) return built;
+    return copy;
+}
+
+}  // namespace
+
+std::string cli_binary() {
+    static const std::string path = reachable_cli(env_or("PTYVISOR_BIN", PTYVISOR_BIN_DEFAULT));
+    return path;
+}
 std::string backend() { return env_or("PTYVISOR_TEST_BACKEND", "direct"); }
 bool full_scale() { return env_or("PTYVISOR_TEST_SCALE", "") == "full"; }
 std::size_t scaled(std::size_t ci, std::size_t full) { return full_scale() ? full : ci; }

@@ -25,7 +25,9 @@ using Millis = std::chrono::milliseconds;
 
 // Path of the daemon binary: env PTYVISORD_BIN, else the path compiled in, else "".
 std::string daemon_binary();
-// Path of the CLI binary: env PTYVISOR_BIN, else the path compiled in, else "".
+// Path of the CLI binary as the test account can run it: env PTYVISOR_BIN, else the path
+// compiled in, else "". When the account cannot reach that file (a clone in /root, mode
+// 0700), a copy in a 0755 directory under /tmp, removed when this process exits.
 std::string cli_binary();
 // Session backend under test: env PTYVISOR_TEST_BACKEND ("direct" unless set).
 std::string backend();
@@ -44,6 +46,8 @@ struct Account {
 std::string account_name();
 std::optional<Account> lookup_account(const std::string& name);
 std::optional<Account> lookup_uid(uid_t uid);
+// Whether `account` may execute `path`: asked of the kernel, as the account, in a child.
+bool account_can_execute(const Account& account, const std::string& path);
 
 // --- files and directories --------------------------------------------------------------
 
