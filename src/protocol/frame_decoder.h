@@ -2,7 +2,8 @@
 //
 // Bytes may arrive in any split: a header across several reads, several frames in one read.
 // The header is validated (parse_header) as soon as its 8 bytes are present, so a hostile
-// length is refused before any payload is buffered. The decoder holds at most one partial
+// length is refused before more of its payload is read: what is buffered of it is at most
+// the rest of the one read that carried the header. The decoder holds at most one partial
 // frame plus whatever the caller fed since the last complete frame; callers bound that by
 // feeding at most one read buffer between calls to next().
 //

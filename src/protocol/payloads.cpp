@@ -10,15 +10,17 @@ namespace {
 
 using nlohmann::json;
 
-// Control payloads are flat: an object whose members are scalars or arrays of strings.
-constexpr int kMaxDepth = 2;
+// Control payloads are flat: an object whose members are scalars or arrays of scalars. The
+// parser reports a container's start at its own depth: the top object at 0, a member's
+// array at 1, so a container that starts at depth 2 is one nested too deep ({"x":[[]]}).
+constexpr int kMaxContainerDepth = 1;
 
-// Parses `text` as a JSON object no deeper than kMaxDepth; nullopt with `why` otherwise.
+// Parses `text` as a flat JSON object (see above); nullopt with `why` otherwise.
 std::optional<json> parse_object(std::string_view text, std::string& why) {
     bool too_deep = false;
-    json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t,
-                                                      json&) {
-        if (depth > kMaxDepth) too_deep = true;
+    json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t event, json&) {
+        const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+        if (opens && depth > kMaxContainerDepth) too_deep = true;
         return !too_deep;
     };
     json value = json::parse(text.begin(), text.end(), limit_depth, /*allow_exceptions=*/false);

@@ -543,5 +543,16 @@ TEST(PayloadEncode, BoundedTextCutsAtACharacterBoundary) {
     EXPECT_EQ(bounded_text(emoji, 6), "...");
 }
 
+// protocol.md 3: members are scalars or arrays of scalars; an array in an array, or an
+// object in an array, is nested too deeply, whatever member carries it.
+TEST(PayloadReject, ContainersInsideArraysAreTooDeep) {
+    for (std::string_view text : {R"({"x":[[]]})", R"({"x":[{}]})", R"({"rows":24,"cols":80,"x":[[1]]})"}) {
+        EXPECT_EQ(accepted_by_any(text), 0) << text;
+        EXPECT_EQ(decode_resize(text).error, "payload nests too deeply") << text;
+    }
+    EXPECT_TRUE(decode_resize(R"({"rows":24,"cols":80,"x":[1,"a"]})")) << "an array of scalars is flat";
+    EXPECT_TRUE(decode_resize(R"({"rows":24,"cols":80,"x":{"k":1}})")) << "so is an object of scalars";
+}
+
 }  // namespace
 }  // namespace ptyvisor::protocol

@@ -236,6 +236,7 @@ void Connection::handle_frame(protocol::Frame& frame) {
 
 void Connection::handle_status_request() {
     if (peer_.cred.uid != 0) return send_error(ErrorCode::NotAllowed, "status is for root only");
+    if (!start_fds_.empty()) return send_error(ErrorCode::WrongFdCount, "STATUS_REQUEST carries no descriptor");
     out_.push(FrameType::Status, server_.status_json());
     exit_queued_ = true;
     leave_handshake();

@@ -354,5 +354,30 @@ TEST_F(HandlerExceptionTest, AnExceptionWhileAuthorizingEndsOnlyThatConnection) 
     EXPECT_EQ(started->type, FrameType::Started) << started->text();
 }
 
+// protocol.md 4: STATUS_REQUEST carries no descriptor; one that does is wrong_fd_count (it
+// used to be answered).
+TEST_F(UnsurePeerTest, StatusRequestWithADescriptorIsWrongFdCount) {
+    start(quick_config(), [](ScriptedBackend& b) { b.before = PeerVerdict::Allowed; });
+    const auto status_request = [&](bool with_fd) {
+        UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strncpy(addr.sun_path, socket_path_.c_str(), sizeof addr.sun_path - 1);
+        EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+        const auto bytes = protocol::encode_frame(FrameType::StatusRequest, std::string_view());
+        UniqueFd dir(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (with_fd) EXPECT_EQ(protocol::send_with_fd(fd.get(), bytes, dir.get()), 0);
+        else EXPECT_EQ(::send(fd.get(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+        return fd;
+    };
+    UniqueFd with = status_request(true);
+    EXPECT_EQ(expect_error(with.get()).rfind("wrong_fd_count: ", 0), 0u);
+    decoder_ = protocol::FrameDecoder();
+    UniqueFd without = status_request(false);
+    const auto status = next_frame(without.get());
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->type, FrameType::Status);
+}
+
 }  // namespace
 }  // namespace ptyvisor::server
