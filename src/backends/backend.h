@@ -9,6 +9,8 @@
 //  - The server owns the PTY master; a backend only ever sees the PTY peer (the slave).
 //  - Every process a backend starts for a session is inside that session's unit or cgroup,
 //    and stop() ends all of them. A backend never signals a process it did not start.
+//  - A session runs with no_new_privs and an empty capability bounding set: nothing in it
+//    can become more powerful than the agent (setuid and file capabilities do nothing).
 //  - on_started, on_start_failed and on_exited are each called at most once, and
 //    on_exited never before on_started.
 #pragma once

@@ -146,6 +146,25 @@ const std::vector<Spec>& table() {
     return specs;
 }
 
+// The sandbox every session gets whatever the configuration says (append_all puts it after
+// the configured properties, so systemd keeps these values). The admin may tighten a session
+// further; turning one of these off is refused when the configuration is loaded, loudly,
+// rather than accepted and silently overridden.
+bool is_enforced_sandbox_property(std::string_view name) {
+    return name == "NoNewPrivileges" || name == "RestrictSUIDSGID";
+}
+
+int append_enforced_sandbox(sd_bus_message* m) {
+    int r = 0;
+    // no_new_privs: setuid/setgid bits and file capabilities grant nothing on execve.
+    if ((r = sd_bus_message_append(m, "(sv)", "NoNewPrivileges", "b", 1)) < 0) return r;
+    // No capability can ever be regained, whatever runs in the session.
+    if ((r = sd_bus_message_append(m, "(sv)", "CapabilityBoundingSet", "t", std::uint64_t{0})) < 0)
+        return r;
+    // Nor can the session create setuid/setgid files for someone outside it to run.
+    return sd_bus_message_append(m, "(sv)", "RestrictSUIDSGID", "b", 1);
+}
+
 bool translate_one(const Spec& spec, const std::string& raw, PropertyValue& out, std::string& why) {
     const std::string v = trim(raw);
     out.name = spec.dbus_name;
@@ -153,6 +172,11 @@ bool translate_one(const Spec& spec, const std::string& raw, PropertyValue& out,
         why = std::string("property ") + spec.name + "=" + raw + ": expected " + expected;
         return false;
     };
+    if (bool on = true; is_enforced_sandbox_property(spec.name) && parse_bool(v, on) && !on) {
+        why = std::string("property ") + spec.name + "=" + raw +
+              ": sessions always run with it on; it cannot be turned off";
+        return false;
+    }
     switch (spec.kind) {
         case Kind::Bytes: {
             std::uint64_t b = 0;
@@ -325,7 +349,8 @@ int append_all(sd_bus_message* m, const TransientService& s) {
 
     for (const auto& p : s.extra)
         if ((r = append_property(m, p)) < 0) return r;
-    return 0;
+    // Last, so that nothing before it can weaken it.
+    return append_enforced_sandbox(m);
 }
 
 }  // namespace
