@@ -23,12 +23,15 @@ public:
     static std::optional<CgroupRoot> open(const std::string& instance);
 
     [[nodiscard]] const std::string& path() const { return path_; }             // absolute
+    // path() as /proc/PID/cgroup shows it (without the cgroup2 mount point).
+    [[nodiscard]] const std::string& relative() const { return relative_; }
     // Every instance's sessions, as in /proc/PID/cgroup: a process under it is in a session.
     [[nodiscard]] const std::string& all_sessions() const { return all_sessions_; }
     [[nodiscard]] std::vector<std::string> children() const;                    // leftover session dirs
 
 private:
     std::string path_;
+    std::string relative_;
     std::string all_sessions_;
 };
 

@@ -227,7 +227,8 @@ std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents e
     svc.tty_fd = spec.tty.get();
     svc.tty_path = spec.tty_path;
 
-    auto session = std::make_unique<SystemdSession>(conn_, spec.unit_name, std::move(events));
+    auto session = std::make_unique<SystemdSession>(conn_, spec.unit_name, spec.account.uid,
+                                                    std::move(events));
     if (!session->begin(svc, why)) return nullptr;
     // `spec` (and our copy of the tty) closes here; the message carries its own dup.
     return session;
