@@ -272,12 +272,10 @@ public:
                 }
         }
         if (!options_.allowed_units.empty()) {
-            // No service manager to ask for MainPID: the unit's cgroup is the best we have.
-            for (const auto& unit : options_.allowed_units)
-                if (cgroup && cgroup->size() > unit.size() &&
-                    cgroup->compare(cgroup->size() - unit.size() - 1, std::string::npos, "/" + unit) == 0)
-                    return PeerVerdict::Allowed;
-            why = "the peer is not in an allowed unit";
+            // No service manager to ask for MainPID: the unit's cgroup, its full path, is the
+            // best we have (session_cgroup.h).
+            if (cgroup && direct::in_allowed_unit(*cgroup, options_.allowed_units)) return PeerVerdict::Allowed;
+            why = "the peer is not in an allowed unit (" + cgroup.value_or("unknown cgroup") + ")";
             return PeerVerdict::Refused;
         }
         return PeerVerdict::Allowed;

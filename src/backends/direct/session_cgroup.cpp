@@ -76,4 +76,12 @@ std::vector<pid_t> cgroup_pids(const std::string& path) {
     return pids;
 }
 
+std::string allowed_unit_cgroup(const std::string& unit) { return "/system.slice/" + unit; }
+
+bool in_allowed_unit(const std::string& peer_cgroup, const std::vector<std::string>& units) {
+    for (const auto& unit : units)
+        if (peer_cgroup == allowed_unit_cgroup(unit)) return true;
+    return false;
+}
+
 }  // namespace ptyvisor::backends::direct

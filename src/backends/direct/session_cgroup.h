@@ -50,4 +50,13 @@ int remove_cgroup(const std::string& path);
 // PIDs listed in cgroup.procs.
 std::vector<pid_t> cgroup_pids(const std::string& path);
 
+// allow_units without a service manager to ask for the unit's ControlGroup: an allowed unit
+// "x.service" is the system service systemd places, without Slice=, at /system.slice/x.service.
+// A peer is in it only if its cgroup is exactly that path: not a same-named unit elsewhere
+// ("/evil.slice/x.service", "/user.slice/.../x.service"), which the account may be able to
+// create, and not a cgroup below it (the systemd backend admits only the unit's MainPID,
+// which lives in the unit's own cgroup).
+std::string allowed_unit_cgroup(const std::string& unit);
+bool in_allowed_unit(const std::string& peer_cgroup, const std::vector<std::string>& units);
+
 }  // namespace ptyvisor::backends::direct
