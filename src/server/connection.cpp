@@ -162,7 +162,9 @@ void Connection::handle_frame(protocol::Frame& frame) {
             // could signal are signalled; a signal that reaches nobody is refused, never lost.
             const pid_t group = ::tcgetpgrp(master_.get());
             const int e = session_->signal_foreground_group(group, sig.value->signal);
-            if (e != 0)
+            // Once the command has exited, the EXIT that follows says why nothing was left to
+            // signal; an ERROR would replace it and lose the exit status.
+            if (e != 0 && !exited_)
                 return send_error(ErrorCode::NotAllowed,
                                   "SIGNAL " + std::to_string(sig.value->signal) +
                                       ": the terminal's foreground process group " + std::to_string(group) +
