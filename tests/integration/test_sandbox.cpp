@@ -222,5 +222,66 @@ TEST_F(EndToEnd, SessionSignalSparesAProcessOfAnotherAccountInTheSession) {
     EXPECT_TRUE(e) << seen;
 }
 
+// Runs `command` through /bin/sh and returns its stdout (stdin /dev/null); rc in `status`.
+std::string shell_output(const std::string& command, int& status) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return {};
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const int null = ::open("/dev/null", O_RDONLY);
+        ::dup2(null, 0);
+        ::dup2(out[1], 1);
+        ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ::close(out[1]);
+    UniqueFd read_end(out[0]);
+    std::string text;
+    char buf[512];
+    for (ssize_t n; (n = ::read(read_end.get(), buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return text;
+}
+
+// Attack: a session escapes the agent's own sandbox. With allow_units, the agent (the MainPID
+// of its unit) gets sessions that share its private network namespace (JoinsNamespaceOf=) and
+// keep its restrictions, here RestrictAddressFamilies=AF_UNIX. systemd backend only: the
+// direct backend has no unit to copy from.
+TEST_F(EndToEnd, SessionOfAnAllowedAgentUnitKeepsTheAgentsSandbox) {
+    if (backend() != "systemd") GTEST_SKIP() << "needs the systemd backend (the agent is a unit)";
+    const std::string unit = "ptyvisor-itest-agent.service";
+    auto cfg = config();
+    cfg.allow_units = {unit};
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    const std::string probe = work_ + "/probe.sh", agent = work_ + "/agent.sh";
+    write_text_file(probe,
+                    "readlink /proc/self/ns/net\n"
+                    "perl -MSocket -e 'print socket(my $s, PF_INET, SOCK_STREAM, 0) ? "
+                    "qq(inet=allowed\\n) : qq(inet=refused\\n)'\n");
+    // The agent probes itself, then becomes the client (exec: it stays the unit's MainPID).
+    write_text_file(agent, "sh " + probe + "\nexec '" + cli_binary() + "' run -- sh " + probe + "\n");
+    const std::string command =
+        "systemd-run --quiet --wait --pipe --unit=" + unit + " -p User=" + account_->name +
+        " -p PrivateNetwork=yes -p RestrictAddressFamilies=AF_UNIX -E PTYVISOR_SOCKET=" + socket_ +
+        " -E PATH=/usr/bin:/bin --working-directory=" + work_ + " /bin/sh " + agent;
+    int status = -1;
+    const std::string out = without_cr(shell_output(command, status));
+    ASSERT_EQ(status, 0) << command << "\n" << out;
+    const auto first = out.find("net:[");
+    ASSERT_NE(first, std::string::npos) << out;
+    const std::string agent_ns = out.substr(first, out.find('\n', first) - first);
+    const auto second = out.find("net:[", first + 1);
+    ASSERT_NE(second, std::string::npos) << "the session did not run: " << out;
+    const std::string session_ns = out.substr(second, out.find('\n', second) - second);
+    EXPECT_EQ(session_ns, agent_ns) << "the session does not share the agent's network namespace\n" << out;
+    // Control and check: the agent is refused AF_INET, and so is its session.
+    EXPECT_EQ(out.find("inet=allowed"), std::string::npos) << out;
+    std::size_t refused = 0;
+    for (auto at = out.find("inet=refused"); at != std::string::npos; at = out.find("inet=refused", at + 1)) ++refused;
+    EXPECT_EQ(refused, 2u) << out;
+}
+
 }  // namespace
 }  // namespace ptyvisor::itest
