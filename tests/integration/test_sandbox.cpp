@@ -283,5 +283,43 @@ TEST_F(EndToEnd, SessionOfAnAllowedAgentUnitKeepsTheAgentsSandbox) {
     EXPECT_EQ(refused, 2u) << out;
 }
 
+// The same for the agent's private /tmp: a file the agent wrote to its /tmp is what the
+// session sees there. The socket and the directories live under /run, since a private /tmp
+// hides the test's own.
+TEST_F(EndToEnd, SessionOfAnAllowedAgentUnitSeesTheAgentsPrivateTmp) {
+    if (backend() != "systemd") GTEST_SKIP() << "needs the systemd backend (the agent is a unit)";
+    const std::string unit = "ptyvisor-itest-agent.service";
+    char outside_template[] = "/run/ptyvisor-itest.XXXXXX";
+    ASSERT_NE(::mkdtemp(outside_template), nullptr);
+    const std::string outside = outside_template;
+    struct Cleanup {
+        std::string path;
+        ~Cleanup() { std::filesystem::remove_all(path); }
+    } cleanup{outside};
+    ASSERT_EQ(::chmod(outside.c_str(), 0755), 0);
+    const std::string work = outside + "/work";
+    ASSERT_EQ(::mkdir(work.c_str(), 0755), 0);
+    ASSERT_EQ(::chown(work.c_str(), account_->uid, account_->gid), 0);
+    auto cfg = config();
+    cfg.allow_units = {unit};
+    cfg.socket = outside + "/ptyvisord.sock";
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    const std::string token = "agent-secret-" + std::to_string(::getpid());
+    const std::string agent = outside + "/agent.sh";
+    write_text_file(agent, "echo " + token + " > /tmp/agent-marker\nexec '" + cli_binary() +
+                               "' run -- sh -c 'echo marker=$(cat /tmp/agent-marker)'\n");
+    const std::string command =
+        "systemd-run --quiet --wait --pipe --unit=" + unit + " -p User=" + account_->name +
+        " -p PrivateTmp=yes -E PTYVISOR_SOCKET=" + cfg.socket + " -E PATH=/usr/bin:/bin --working-directory=" +
+        work + " /bin/sh " + agent;
+    int status = -1;
+    const std::string out = without_cr(shell_output(command, status));
+    ASSERT_EQ(status, 0) << command << "\n" << out;
+    EXPECT_NE(out.find("marker=" + token + "\n"), std::string::npos)
+        << "the session does not see the agent's /tmp\n" << out;
+    // Control: the host's /tmp has no such file, so the session cannot have read it there.
+    EXPECT_NE(::access("/tmp/agent-marker", F_OK), 0);
+}
+
 }  // namespace
 }  // namespace ptyvisor::itest
