@@ -9,6 +9,8 @@
 //  - The server owns the PTY master; a backend only ever sees the PTY peer (the slave).
 //  - Every process a backend starts for a session is inside that session's unit or cgroup,
 //    and stop() ends all of them. A backend never signals a process it did not start.
+//  - A session runs with no_new_privs and an empty capability bounding set: nothing in it
+//    can become more powerful than the agent (setuid and file capabilities do nothing).
 //  - on_started, on_start_failed and on_exited are each called at most once, and
 //    on_exited never before on_started.
 #pragma once
@@ -85,8 +87,14 @@ public:
     virtual ~Session() = default;
     [[nodiscard]] virtual const std::string& unit() const = 0;
     [[nodiscard]] virtual pid_t main_pid() const = 0;
-    // Sends `sig` to every process of the session. Returns 0 or an errno.
+    // A client's SIGNAL: sends `sig` to every process of the session that the agent itself
+    // could signal (real and saved uid the agent's; backends/session_signals.h). Returns 0
+    // when one was signalled, else ESRCH (none left) or EPERM (none the agent's).
     virtual int signal_all(int sig) = 0;
+    // A client's SIGNAL to the terminal's foreground process group `pgid`: the same rule, and
+    // only processes of this session are signalled. Returns 0, or ESRCH when no process of the
+    // session is in that group, or EPERM when none of them is the agent's.
+    virtual int signal_foreground_group(pid_t pgid, int sig) = 0;
     // Ends every process of the session and waits until none is left or `deadline` passes.
     // `done(ok, why)` is called exactly once, from the event loop.
     virtual void stop(Clock::time_point deadline,

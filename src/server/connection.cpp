@@ -213,11 +213,22 @@ void Connection::handle_frame(protocol::Frame& frame) {
         case FrameType::Signal: {
             const auto sig = protocol::decode_signal(frame.text());
             if (!sig) return send_error(ErrorCode::BadFrame, "SIGNAL: " + sig.error);
-            if (sig.value->target == protocol::SignalTarget::Foreground)
-                // The kernel picks the terminal's foreground group itself: no PID race.
-                ::ioctl(master_.get(), TIOCSIG, sig.value->signal);
-            else
+            if (sig.value->target != protocol::SignalTarget::Foreground) {
                 session_->signal_all(sig.value->signal);
+                return;
+            }
+            // Not TIOCSIG: the pty driver takes only SIGINT, SIGQUIT and SIGTSTP from it. The
+            // group is the terminal's, but only its processes in this session that the agent
+            // could signal are signalled; a signal that reaches nobody is refused, never lost.
+            const pid_t group = ::tcgetpgrp(master_.get());
+            const int e = session_->signal_foreground_group(group, sig.value->signal);
+            // Once the command has exited, the EXIT that follows says why nothing was left to
+            // signal; an ERROR would replace it and lose the exit status.
+            if (e != 0 && !exited_)
+                return send_error(ErrorCode::NotAllowed,
+                                  "SIGNAL " + std::to_string(sig.value->signal) +
+                                      ": the terminal's foreground process group " + std::to_string(group) +
+                                      (e == EPERM ? " is not the agent's" : " has no process in the session"));
             return;
         }
         case FrameType::Stop:

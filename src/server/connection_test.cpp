@@ -45,6 +45,7 @@ public:
     [[nodiscard]] const std::string& unit() const override { return unit_; }
     [[nodiscard]] pid_t main_pid() const override { return 4242; }
     int signal_all(int) override { return 0; }
+    int signal_foreground_group(pid_t, int) override { return 0; }
     void stop(backends::Clock::time_point, std::function<void(bool, std::string)> done) override {
         add_defer(event_, stopped_, [this, done = std::move(done)] {
             tty_.reset();  // the PTY's last peer: the master sees the end of the terminal

@@ -16,6 +16,7 @@
 #include "backends/direct/session_cgroup.h"
 #include "backends/direct/session_records.h"
 #include "backends/direct/spawn.h"
+#include "backends/session_signals.h"
 #include "common/event.h"
 #include "common/linux.h"
 #include "common/log.h"
@@ -52,11 +53,14 @@ class DirectBackend;
 class DirectSession final : public Session {
 public:
     DirectSession(DirectBackend& backend, sd_event* event, std::string unit, std::string cgroup,
-                  direct::Spawned spawned, SessionEvents events, std::string command)
+                  std::string cgroup_path, uid_t agent, direct::Spawned spawned,
+                  SessionEvents events, std::string command)
         : backend_(backend),
           event_(event),
           unit_(std::move(unit)),
           cgroup_(std::move(cgroup)),
+          cgroup_path_(std::move(cgroup_path)),
+          agent_(agent),
           pid_(spawned.pid),
           pidfd_(std::move(spawned.pidfd)),
           exec_status_(std::move(spawned.exec_status)),
@@ -77,22 +81,25 @@ public:
     pid_t session_id() const { return pid_; }  // the leader called setsid()
     const std::string& cgroup() const { return cgroup_; }
 
-    int signal_all(int sig) override {
+    int signal_all(int sig) override { return signal_members(members(), sig); }
+
+    int signal_foreground_group(pid_t pgid, int sig) override {
+        return signal_member_group(members(), pgid, sig);
+    }
+
+    // Ends every process of the session, whoever it runs as: cleanup, not a client's SIGNAL.
+    void kill_all() {
         if (!cgroup_.empty()) {
+            if (direct::kill_cgroup(cgroup_) == 0) return;
             for (const pid_t pid : direct::cgroup_pids(cgroup_)) {
                 UniqueFd fd(pidfd_open(pid));
-                if (!fd) continue;
                 // Re-check membership through the pidfd: the PID may have been recycled.
-                const auto cg = process_cgroup(fd.get());
-                if (cg && cgroup_.size() >= cg->size() &&
-                    cgroup_.compare(cgroup_.size() - cg->size(), cg->size(), *cg) == 0)
-                    pidfd_send_signal(fd.get(), sig);
+                if (fd && process_cgroup(fd.get()) == cgroup_path_) pidfd_send_signal(fd.get(), SIGKILL);
             }
-            return 0;
+            return;
         }
         // No cgroup: the process group. Its ID stays ours while the leader is unreaped.
-        if (!reaped_ && ::kill(-pid_, sig) < 0) return errno;
-        return 0;
+        if (!reaped_) ::kill(-pid_, SIGKILL);
     }
 
     void stop(Clock::time_point deadline, std::function<void(bool, std::string)> done) override;
@@ -143,10 +150,26 @@ private:
     void check_stopped();
     void finish_stop();
 
+    // Who a client's SIGNAL may reach: the cgroup, or without one the process session,
+    // whose ID (the leader's PID) stays ours while the leader is unreaped.
+    SessionMembers members() const {
+        SessionMembers m;
+        m.agent = agent_;
+        if (!cgroup_.empty()) {
+            m.cgroup_dir = cgroup_;
+            m.cgroup = cgroup_path_;
+        } else if (!reaped_) {
+            m.session_id = pid_;
+        }
+        return m;
+    }
+
     DirectBackend& backend_;
     sd_event* event_;
     std::string unit_;
-    std::string cgroup_;
+    std::string cgroup_;       // absolute directory, or empty without cgroups
+    std::string cgroup_path_;  // the same as /proc/PID/cgroup shows it
+    uid_t agent_;
     pid_t pid_;
     UniqueFd pidfd_;
     UniqueFd exec_status_;
@@ -217,12 +240,13 @@ public:
                              direct::process_start_time(spawned.pid).value_or(0)};
         if (const int e = records_.write(record); e != 0)
             log_warning("cannot record session", {{"UNIT", spec.unit_name}, {"ERROR", std::strerror(e)}});
+        const std::string cgroup_path = root_ ? root_->relative() + "/" + spec.unit_name : std::string();
         auto session = std::make_unique<DirectSession>(*this, options_.event, spec.unit_name, cgroup,
-                                                       std::move(spawned), std::move(events),
-                                                       spec.argv.front());
+                                                       cgroup_path, spec.account.uid, std::move(spawned),
+                                                       std::move(events), spec.argv.front());
         if (const int r = session->watch(); r < 0) {
             why = std::string("cannot watch the session: ") + std::strerror(-r);
-            session->signal_all(SIGKILL);
+            session->kill_all();
             return nullptr;  // the destructor reaps and cleans up
         }
         live_.insert(session.get());
@@ -251,12 +275,10 @@ public:
                 }
         }
         if (!options_.allowed_units.empty()) {
-            // No service manager to ask for MainPID: the unit's cgroup is the best we have.
-            for (const auto& unit : options_.allowed_units)
-                if (cgroup && cgroup->size() > unit.size() &&
-                    cgroup->compare(cgroup->size() - unit.size() - 1, std::string::npos, "/" + unit) == 0)
-                    return PeerVerdict::Allowed;
-            why = "the peer is not in an allowed unit";
+            // No service manager to ask for MainPID: the unit's cgroup, its full path, is the
+            // best we have (session_cgroup.h).
+            if (cgroup && direct::in_allowed_unit(*cgroup, options_.allowed_units)) return PeerVerdict::Allowed;
+            why = "the peer is not in an allowed unit (" + cgroup.value_or("unknown cgroup") + ")";
             return PeerVerdict::Refused;
         }
         return PeerVerdict::Allowed;
@@ -291,7 +313,7 @@ private:
 
 DirectSession::~DirectSession() {
     if (!reaped_) {
-        signal_all(SIGKILL);
+        kill_all();
         ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), nullptr, WEXITED);
     }
     backend_.forget(this);

@@ -18,7 +18,8 @@ std::optional<CgroupRoot> CgroupRoot::open(const std::string& instance) {
     if (!mount || !own) return std::nullopt;
     CgroupRoot root;
     root.all_sessions_ = (*own == "/" ? std::string() : *own) + "/ptyvisor.sessions";
-    root.path_ = *mount + root.all_sessions_ + "/" + instance;
+    root.relative_ = root.all_sessions_ + "/" + instance;
+    root.path_ = *mount + root.relative_;
     for (const auto& dir : {*mount + root.all_sessions_, root.path_})
         if (::mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST) return std::nullopt;
     // cgroup.kill (Linux 5.14) is what makes ending a session atomic; without it we fall back.
@@ -73,6 +74,14 @@ std::vector<pid_t> cgroup_pids(const std::string& path) {
         p = end;
     }
     return pids;
+}
+
+std::string allowed_unit_cgroup(const std::string& unit) { return "/system.slice/" + unit; }
+
+bool in_allowed_unit(const std::string& peer_cgroup, const std::vector<std::string>& units) {
+    for (const auto& unit : units)
+        if (peer_cgroup == allowed_unit_cgroup(unit)) return true;
+    return false;
 }
 
 }  // namespace ptyvisor::backends::direct

@@ -23,12 +23,15 @@ public:
     static std::optional<CgroupRoot> open(const std::string& instance);
 
     [[nodiscard]] const std::string& path() const { return path_; }             // absolute
+    // path() as /proc/PID/cgroup shows it (without the cgroup2 mount point).
+    [[nodiscard]] const std::string& relative() const { return relative_; }
     // Every instance's sessions, as in /proc/PID/cgroup: a process under it is in a session.
     [[nodiscard]] const std::string& all_sessions() const { return all_sessions_; }
     [[nodiscard]] std::vector<std::string> children() const;                    // leftover session dirs
 
 private:
     std::string path_;
+    std::string relative_;
     std::string all_sessions_;
 };
 
@@ -46,5 +49,14 @@ int remove_cgroup(const std::string& path);
 
 // PIDs listed in cgroup.procs.
 std::vector<pid_t> cgroup_pids(const std::string& path);
+
+// allow_units without a service manager to ask for the unit's ControlGroup: an allowed unit
+// "x.service" is the system service systemd places, without Slice=, at /system.slice/x.service.
+// A peer is in it only if its cgroup is exactly that path: not a same-named unit elsewhere
+// ("/evil.slice/x.service", "/user.slice/.../x.service"), which the account may be able to
+// create, and not a cgroup below it (the systemd backend admits only the unit's MainPID,
+// which lives in the unit's own cgroup).
+std::string allowed_unit_cgroup(const std::string& unit);
+bool in_allowed_unit(const std::string& peer_cgroup, const std::vector<std::string>& units);
 
 }  // namespace ptyvisor::backends::direct

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <linux/close_range.h>
 #include <linux/sched.h>
@@ -19,7 +20,9 @@ namespace ptyvisor::backends::direct {
 namespace {
 
 // What the child tells the parent when it fails: the step and errno.
-enum class Step : int { Cgroup = 1, Setsid, ControllingTty, Stdio, Groups, Gid, Uid, Chdir, Exec };
+enum class Step : int {
+    Cgroup = 1, Setsid, ControllingTty, Stdio, Groups, Gid, Uid, Chdir, Exec, BoundingSet, NoNewPrivs
+};
 
 struct Failure {
     int step;
@@ -65,6 +68,16 @@ std::vector<char*> c_array(const std::vector<std::string>& v) {
     return out;
 }
 
+// Drops every capability from the bounding set. The kernel answers EINVAL past its last
+// capability, which ends the walk; the first capability must exist.
+void drop_bounding_set(int status_fd) {
+    for (unsigned long cap = 0; cap < 64; ++cap) {
+        if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
+        if (errno == EINVAL && cap > 0) return;
+        child_fail(status_fd, Step::BoundingSet);
+    }
+}
+
 // Runs in the child: never returns.
 [[noreturn]] void become_session(const SessionSpec& spec, int status_fd,
                                  const std::vector<std::string>& candidates, char* const* argv,
@@ -84,10 +97,19 @@ std::vector<char*> c_array(const std::vector<std::string>& v) {
         if (::dup2(tty, target) < 0) child_fail(status_fd, Step::Stdio);
     // Nothing of the daemon's may leak into the session, whatever flags it was opened with.
     ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+    // Never more powerful than the agent: empty the bounding set while we are still root
+    // (dropping needs CAP_SETPCAP), so that no file capability can grant anything after the
+    // switch below, and set no_new_privs, so that setuid/setgid bits and file capabilities
+    // are ignored by every execve of the session and its descendants (sudo, su, ping...).
+    drop_bounding_set(status_fd);
     const auto& a = spec.account;
-    if (::setgroups(a.groups.size(), a.groups.data()) < 0) child_fail(status_fd, Step::Groups);
-    if (::setresgid(a.gid, a.gid, a.gid) < 0) child_fail(status_fd, Step::Gid);
-    if (::setresuid(a.uid, a.uid, a.uid) < 0) child_fail(status_fd, Step::Uid);
+    // System calls, not glibc's wrappers: the daemon has worker threads, and in a process
+    // made by a raw clone3 glibc would try to make those threads (which this process does
+    // not have) change their ids too. This process is single-threaded; the calls are exact.
+    if (::syscall(SYS_setgroups, a.groups.size(), a.groups.data()) < 0) child_fail(status_fd, Step::Groups);
+    if (::syscall(SYS_setresgid, a.gid, a.gid, a.gid) < 0) child_fail(status_fd, Step::Gid);
+    if (::syscall(SYS_setresuid, a.uid, a.uid, a.uid) < 0) child_fail(status_fd, Step::Uid);
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) child_fail(status_fd, Step::NoNewPrivs);
     if (::fchdir(spec.cwd) < 0) child_fail(status_fd, Step::Chdir);
     int first_error = ENOENT;
     for (const auto& file : candidates) {
@@ -182,6 +204,8 @@ std::string describe_exec_failure(const unsigned char* data, std::size_t size, c
         case Step::Gid:
         case Step::Uid: return "cannot switch to the account: " + err;
         case Step::Chdir: return "cannot enter the working directory: " + err;
+        case Step::BoundingSet: return "cannot drop the capability bounding set: " + err;
+        case Step::NoNewPrivs: return "cannot set no_new_privs: " + err;
         case Step::Exec:
             if (f.error == ENOENT) return "command not found: " + command;
             return "cannot execute " + command + ": " + err;

@@ -59,8 +59,35 @@ bool MainPidTracker::load(std::string& why) {
             return false;
         }
         apply(*e, static_cast<pid_t>(pid));
+        sd_bus_message* all = nullptr;
+        if (sd_bus_call_method(conn_->bus(), kSystemdService, e->path.c_str(), kPropertiesInterface,
+                               "GetAll", nullptr, &all, "s", kServiceInterface) >= 0)
+            e->properties.reset(all);
     }
     return true;
+}
+
+void MainPidTracker::request_properties(Entry& e) {
+    if (!conn_->bus()) return;
+    sd_bus_message* raw = nullptr;
+    int r = sd_bus_message_new_method_call(conn_->bus(), &raw, kSystemdService, e.path.c_str(),
+                                           kPropertiesInterface, "GetAll");
+    MessagePtr m(raw);
+    if (r >= 0) r = sd_bus_message_append(m.get(), "s", kServiceInterface);
+    if (r >= 0) conn_->call_async(e.properties_call, m.get(), &MainPidTracker::on_service_properties, &e);
+}
+
+int MainPidTracker::on_service_properties(sd_bus_message* m, void* userdata, sd_bus_error*) {
+    auto* e = static_cast<Entry*>(userdata);
+    if (sd_bus_message_is_method_error(m, nullptr)) return 0;  // keep the last good one
+    e->properties.reset(sd_bus_message_ref(m));
+    return 0;
+}
+
+sd_bus_message* MainPidTracker::service_properties(const std::string& unit) const {
+    for (const auto& e : entries_)
+        if (e->unit == unit) return e->properties.get();
+    return nullptr;
 }
 
 bool MainPidTracker::send_get(Entry& e, SlotPtr& slot, sd_bus_message_handler_t callback) {
@@ -82,6 +109,9 @@ void MainPidTracker::request(Entry& e) {
 int MainPidTracker::on_properties_changed(sd_bus_message*, void* userdata, sd_bus_error*) {
     auto* e = static_cast<Entry*>(userdata);
     e->change_unread = true;
+    // A restart after daemon-reload may bring a different sandbox. Asked first: systemd
+    // answers in order, so no peer is admitted on the new MainPID before it is in.
+    e->owner->request_properties(*e);
     e->owner->request(*e);
     return 0;
 }
@@ -207,6 +237,7 @@ void MainPidTracker::bus_lost() {
         e->match.reset();
         e->call.reset();
         e->round_call.reset();
+        e->properties_call.reset();
     }
     // The round's replies will never come: its waiters join the round bus_ready starts.
     round_outstanding_ = 0;
@@ -218,6 +249,7 @@ void MainPidTracker::bus_lost() {
 void MainPidTracker::bus_ready(bool new_bus) {
     for (auto& e : entries_) {
         if (new_bus) add_match(*e);
+        request_properties(*e);
         request(*e);
     }
     if (!next_waiters_.empty() || !round_waiters_.empty()) maybe_start_round();

@@ -65,6 +65,11 @@ public:
     // The cached MainPID of `unit` (0 when none), for logs and tests.
     [[nodiscard]] pid_t main_pid(const std::string& unit) const;
 
+    // The unit's org.freedesktop.systemd1.Service properties (a GetAll reply, a{sv}), read at
+    // load and again after each PropertiesChanged; nullptr when never read. Sessions copy the
+    // agent's sandbox from it (unit_properties.h).
+    [[nodiscard]] sd_bus_message* service_properties(const std::string& unit) const;
+
 private:
     struct Entry {
         MainPidTracker* owner = nullptr;
@@ -73,6 +78,8 @@ private:
         SlotPtr match;
         SlotPtr call;        // the read a PropertiesChanged asked for
         SlotPtr round_call;  // this entry's read in the current recheck round
+        SlotPtr properties_call;
+        MessagePtr properties;  // the latest GetAll(Service) reply
         bool change_unread = false;  // a PropertiesChanged whose read has not come back
         pid_t pid = 0;
         UniqueFd pidfd;
@@ -81,6 +88,8 @@ private:
     void add_match(Entry& e);
     bool send_get(Entry& e, SlotPtr& slot, sd_bus_message_handler_t callback);
     void request(Entry& e);
+    void request_properties(Entry& e);
+    static int on_service_properties(sd_bus_message* m, void* userdata, sd_bus_error* error);
     void apply(Entry& e, pid_t pid);
     [[nodiscard]] static bool knows_live_main_pid(const Entry& e);
     void maybe_start_round();

@@ -244,8 +244,15 @@ std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents e
     svc.env = spec.env;
     svc.tty_fd = spec.tty.get();
     svc.tty_path = spec.tty_path;
+    // With one allowed unit, every session is that agent's: it gets the agent's sandbox. (With
+    // several, the server does not say which peer asked; see docs/configuration.md.)
+    if (options_.allowed_units.size() == 1) {
+        svc.agent_unit = options_.allowed_units.front();
+        svc.agent_properties = tracker_->service_properties(svc.agent_unit);
+    }
 
-    auto session = std::make_unique<SystemdSession>(conn_, spec.unit_name, std::move(events));
+    auto session = std::make_unique<SystemdSession>(conn_, spec.unit_name, spec.account.uid,
+                                                    std::move(events));
     if (!session->begin(svc, why)) return nullptr;
     // `spec` (and our copy of the tty) closes here; the message carries its own dup.
     return session;

@@ -9,6 +9,7 @@
 
 #include "backends/systemd/session_units.h"
 #include "common/linux.h"
+#include "common/process.h"
 
 namespace ptyvisor::backends::systemd {
 namespace {
@@ -107,9 +108,9 @@ std::string start_failure_message(const std::string& job_result, const ServiceSt
     return msg;
 }
 
-SystemdSession::SystemdSession(std::shared_ptr<BusConnection> conn, std::string unit,
+SystemdSession::SystemdSession(std::shared_ptr<BusConnection> conn, std::string unit, uid_t agent,
                                SessionEvents events)
-    : conn_(std::move(conn)), unit_(std::move(unit)), path_(unit_object_path(unit_)),
+    : conn_(std::move(conn)), unit_(std::move(unit)), path_(unit_object_path(unit_)), agent_(agent),
       events_(std::move(events)) {
     conn_->add_listener(this);
 }
@@ -302,6 +303,7 @@ void SystemdSession::mark_started(const ServiceState& state) {
         if (fd) {
             const auto cg = read_cgroup(pid);
             if (!cg || cgroup_leaf(*cg) != unit_ || !pidfd_alive(fd.get())) fd.reset();
+            if (fd) cgroup_ = *cg;
         }
         if (fd) {
             sd_event_source* s = nullptr;
@@ -460,14 +462,31 @@ void SystemdSession::report_exited(protocol::ExitStatus status) {
     check_stop_done();
 }
 
-int SystemdSession::signal_all(int sig) {
-    if (unit_gone_) return ESRCH;
+SessionMembers SystemdSession::members() const {
+    SessionMembers m;
+    m.agent = agent_;
+    if (cgroup_.empty() || unit_gone_) return m;  // no members: ESRCH
+    if (const auto mount = cgroup2_mount()) {
+        m.cgroup_dir = *mount + cgroup_;
+        m.cgroup = cgroup_;
+    }
+    return m;
+}
+
+int SystemdSession::signal_all(int sig) { return signal_members(members(), sig); }
+
+int SystemdSession::signal_foreground_group(pid_t pgid, int sig) {
+    return signal_member_group(members(), pgid, sig);
+}
+
+// Cleanup only: systemd signals every process of the unit, whoever it runs as.
+void SystemdSession::kill_unit(int sig) {
+    if (unit_gone_) return;
     std::string why;
     MessagePtr m = conn_->manager_call("KillUnit", why);
-    if (!m) return ENOTCONN;
-    int r = sd_bus_message_append(m.get(), "ssi", unit_.c_str(), "all", sig);
-    if (r >= 0) r = conn_->fire_and_forget(m.get());
-    return r < 0 ? -r : 0;
+    if (!m) return;
+    if (sd_bus_message_append(m.get(), "ssi", unit_.c_str(), "all", sig) >= 0)
+        conn_->fire_and_forget(m.get());
 }
 
 void SystemdSession::stop(Clock::time_point deadline,
@@ -550,7 +569,7 @@ void SystemdSession::finish_stop(bool ok, std::string why) {
 
 int SystemdSession::on_stop_deadline(sd_event_source*, uint64_t, void* userdata) {
     auto* self = static_cast<SystemdSession*>(userdata);
-    self->signal_all(SIGKILL);
+    self->kill_unit(SIGKILL);
     self->finish_stop(false, "unit " + self->unit_ + " did not stop in time");
     return 0;
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/session_signals.h"
 #include "backends/systemd/bus_connection.h"
 #include "backends/systemd/sd_ptr.h"
 #include "backends/systemd/unit_properties.h"
@@ -54,7 +55,9 @@ std::string start_failure_message(const std::string& job_result, const ServiceSt
 
 class SystemdSession final : public Session, private ConnectionListener {
 public:
-    SystemdSession(std::shared_ptr<BusConnection> conn, std::string unit, SessionEvents events);
+    // `agent`: the account the unit runs as; a client's SIGNAL reaches only its processes.
+    SystemdSession(std::shared_ptr<BusConnection> conn, std::string unit, uid_t agent,
+                   SessionEvents events);
     ~SystemdSession() override;
     SystemdSession(const SystemdSession&) = delete;
     SystemdSession& operator=(const SystemdSession&) = delete;
@@ -64,7 +67,11 @@ public:
 
     [[nodiscard]] const std::string& unit() const override { return unit_; }
     [[nodiscard]] pid_t main_pid() const override { return main_pid_; }
+    // Not KillUnit: systemd would signal as root, reaching processes the agent could not.
+    // The unit's cgroup is learnt from its main process when it starts; before that (or
+    // when the main process had already exited then) these return ESRCH.
     int signal_all(int sig) override;
+    int signal_foreground_group(pid_t pgid, int sig) override;
     void stop(Clock::time_point deadline, std::function<void(bool ok, std::string why)> done) override;
 
 private:
@@ -85,6 +92,8 @@ private:
     void send_stop();
     void resync();
     void read_active_state();
+    [[nodiscard]] SessionMembers members() const;
+    void kill_unit(int sig);
     void report_start_failed(std::string why);
     void report_exited(protocol::ExitStatus status);
 
@@ -109,6 +118,8 @@ private:
     std::shared_ptr<BusConnection> conn_;
     std::string unit_;
     std::string path_;
+    uid_t agent_;
+    std::string cgroup_;  // the unit's cgroup, as /proc/PID/cgroup shows it; empty until known
     SessionEvents events_;
     // Set to false by the destructor; copied before calling out, so that a callback that
     // destroys this session is noticed.

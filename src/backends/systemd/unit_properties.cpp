@@ -146,6 +146,25 @@ const std::vector<Spec>& table() {
     return specs;
 }
 
+// The sandbox every session gets whatever the configuration says (append_all puts it after
+// the configured properties, so systemd keeps these values). The admin may tighten a session
+// further; turning one of these off is refused when the configuration is loaded, loudly,
+// rather than accepted and silently overridden.
+bool is_enforced_sandbox_property(std::string_view name) {
+    return name == "NoNewPrivileges" || name == "RestrictSUIDSGID";
+}
+
+int append_enforced_sandbox(sd_bus_message* m) {
+    int r = 0;
+    // no_new_privs: setuid/setgid bits and file capabilities grant nothing on execve.
+    if ((r = sd_bus_message_append(m, "(sv)", "NoNewPrivileges", "b", 1)) < 0) return r;
+    // No capability can ever be regained, whatever runs in the session.
+    if ((r = sd_bus_message_append(m, "(sv)", "CapabilityBoundingSet", "t", std::uint64_t{0})) < 0)
+        return r;
+    // Nor can the session create setuid/setgid files for someone outside it to run.
+    return sd_bus_message_append(m, "(sv)", "RestrictSUIDSGID", "b", 1);
+}
+
 bool translate_one(const Spec& spec, const std::string& raw, PropertyValue& out, std::string& why) {
     const std::string v = trim(raw);
     out.name = spec.dbus_name;
@@ -153,6 +172,11 @@ bool translate_one(const Spec& spec, const std::string& raw, PropertyValue& out,
         why = std::string("property ") + spec.name + "=" + raw + ": expected " + expected;
         return false;
     };
+    if (bool on = true; is_enforced_sandbox_property(spec.name) && parse_bool(v, on) && !on) {
+        why = std::string("property ") + spec.name + "=" + raw +
+              ": sessions always run with it on; it cannot be turned off";
+        return false;
+    }
     switch (spec.kind) {
         case Kind::Bytes: {
             std::uint64_t b = 0;
@@ -277,6 +301,38 @@ int append_string_array(sd_bus_message* m, const std::vector<std::string>& items
     return sd_bus_message_close_container(m);
 }
 
+// The settings whose names are in `names` among the (sv) pairs of `from` (a GetAll reply),
+// copied as they are: what systemd reads back is what it accepts for a transient unit.
+// Returns whether any of PrivateTmp, PrivateNetwork, PrivateIPC is on in `joins`.
+int append_agent_sandbox(sd_bus_message* m, sd_bus_message* from, bool& joins) {
+    int r = sd_bus_message_rewind(from, 1);
+    if (r < 0) return r;
+    if ((r = sd_bus_message_enter_container(from, 'a', "{sv}")) < 0) return r;
+    const auto& names = agent_sandbox_properties();
+    while ((r = sd_bus_message_enter_container(from, 'e', "sv")) > 0) {
+        const char* name = nullptr;
+        if ((r = sd_bus_message_read(from, "s", &name)) < 0) return r;
+        const std::string_view n(name);
+        if (std::find(names.begin(), names.end(), n) == names.end()) {
+            r = sd_bus_message_skip(from, "v");
+        } else if (n == "PrivateTmp" || n == "PrivateNetwork" || n == "PrivateIPC") {
+            int on = 0;
+            if ((r = sd_bus_message_read(from, "v", "b", &on)) < 0) return r;
+            joins = joins || on;
+            r = sd_bus_message_append(m, "(sv)", name, "b", on);
+        } else {
+            if ((r = sd_bus_message_open_container(m, 'r', "sv")) < 0) return r;
+            if ((r = sd_bus_message_append(m, "s", name)) < 0) return r;
+            if ((r = sd_bus_message_copy(m, from, 0)) < 0) return r;
+            r = sd_bus_message_close_container(m);
+        }
+        if (r < 0) return r;
+        if ((r = sd_bus_message_exit_container(from)) < 0) return r;
+    }
+    if (r < 0) return r;
+    return sd_bus_message_exit_container(from);
+}
+
 int append_all(sd_bus_message* m, const TransientService& s) {
     int r = 0;
     auto str = [&](const char* name, const std::string& value) {
@@ -323,9 +379,18 @@ int append_all(sd_bus_message* m, const TransientService& s) {
     for (int i = 0; i < 4; ++i)
         if ((r = sd_bus_message_close_container(m)) < 0) return r;
 
+    if (s.agent_properties) {
+        bool joins = false;
+        if ((r = append_agent_sandbox(m, s.agent_properties, joins)) < 0) return r;
+        // Namespaces are joined only where both units have them private (systemd.unit(5)).
+        if (joins && (r = sd_bus_message_append(m, "(sv)", "JoinsNamespaceOf", "as", 1,
+                                                s.agent_unit.c_str())) < 0)
+            return r;
+    }
     for (const auto& p : s.extra)
         if ((r = append_property(m, p)) < 0) return r;
-    return 0;
+    // Last, so that nothing before it can weaken it.
+    return append_enforced_sandbox(m);
 }
 
 }  // namespace
@@ -353,6 +418,19 @@ bool translate_properties(const std::map<std::string, std::string>& properties,
 bool validate_properties(const std::map<std::string, std::string>& properties, std::string& why) {
     std::vector<PropertyValue> ignored;
     return translate_properties(properties, ignored, why);
+}
+
+const std::vector<std::string_view>& agent_sandbox_properties() {
+    static const std::vector<std::string_view> names = {
+        "PrivateTmp", "PrivateDevices", "PrivateNetwork", "PrivateIPC", "PrivateUsers",
+        "PrivateMounts", "ProtectSystem", "ProtectHome", "ProtectKernelTunables",
+        "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock",
+        "ProtectHostname", "ProtectProc", "ProcSubset", "RestrictRealtime", "LockPersonality",
+        "MemoryDenyWriteExecute", "RestrictNamespaces", "SystemCallFilter",
+        "SystemCallArchitectures", "RestrictAddressFamilies", "ReadWritePaths", "ReadOnlyPaths",
+        "InaccessiblePaths",
+    };
+    return names;
 }
 
 std::vector<std::string> supported_properties() {

@@ -69,7 +69,15 @@ struct TransientService {
     std::string tty_path;
     std::uint64_t timeout_stop_usec = 5'000'000;
     std::vector<PropertyValue> extra; // from translate_properties
+    // The agent's unit and its Service properties (a GetAll reply, a{sv}), or empty/nullptr:
+    // the session gets the agent's sandbox (agent_sandbox_properties()) and, where the agent
+    // has a private /tmp, network or IPC, JoinsNamespaceOf= it, to share them.
+    std::string agent_unit;
+    sd_bus_message* agent_properties = nullptr;
 };
+
+// The sandbox settings copied from the agent's unit, as systemd 252 reads and accepts them.
+const std::vector<std::string_view>& agent_sandbox_properties();
 
 // A ready Manager.StartTransientUnit(name, "fail", properties, []) call.
 MessagePtr build_start_transient_unit(sd_bus* bus, const TransientService& service,
