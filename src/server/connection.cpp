@@ -333,7 +333,7 @@ void Connection::on_peer_rechecked() {
 void Connection::start_session() {
     const auto& account = server_.account();
     PtyPair pty;
-    if (const int e = open_pty(account.uid, account.gid, size_, pty); e != 0)
+    if (const int e = open_pty(account.uid, server_.terminal_group(), size_, pty); e != 0)
         return send_error(ErrorCode::StartFailed, std::string("cannot allocate a terminal: ") + std::strerror(e));
     master_ = std::move(pty.master);
 

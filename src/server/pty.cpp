@@ -1,6 +1,7 @@
 #include "server/pty.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -8,10 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <vector>
 
 namespace ptyvisor::server {
 
-int open_pty(uid_t uid, gid_t gid, protocol::WindowSize size, PtyPair& out) {
+int open_pty(uid_t uid, gid_t group, protocol::WindowSize size, PtyPair& out) {
     UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
     if (!master || ::unlockpt(master.get()) < 0) return errno;
     // TIOCGPTPEER opens the peer through the master, immune to /dev/pts path games.
@@ -20,15 +22,24 @@ int open_pty(uid_t uid, gid_t gid, protocol::WindowSize size, PtyPair& out) {
     char name[64];
     if (::ptsname_r(master.get(), name, sizeof name) != 0) return errno;
     // The account must own its terminal (as after login), or tools like `tty` and `mesg` fail.
-    // Mode 0600, not a login's 0620: login gives the group bit to "tty" (for write/wall),
-    // here the group is the agent's own primary group, whose other members could then type
-    // into the agent's view. Agent terminals have no use for write(1) or wall(1).
-    if (::fchown(peer.get(), uid, gid) < 0 || ::fchmod(peer.get(), 0600) < 0) return errno;
+    // The group is "tty", as login makes it, never the agent's primary group, whose other
+    // members could then type into the agent's view. Mode 0600: agent terminals have no use
+    // for write(1) or wall(1). (systemd, starting a unit on it, sets login's 0620; with the
+    // group "tty" that is what login gives, and only setgid-tty programs may use it.)
+    if (::fchown(peer.get(), uid, group) < 0 || ::fchmod(peer.get(), 0600) < 0) return errno;
     if (const int e = set_window_size(master.get(), size); e != 0) return e;
     out.master = std::move(master);
     out.peer = std::move(peer);
     out.peer_path = name;
     return 0;
+}
+
+gid_t terminal_group(gid_t fallback) {
+    std::vector<char> buffer(4096);
+    group entry{};
+    group* found = nullptr;
+    if (::getgrnam_r("tty", &entry, buffer.data(), buffer.size(), &found) == 0 && found) return found->gr_gid;
+    return fallback;
 }
 
 int set_window_size(int master, protocol::WindowSize size) {

@@ -14,10 +14,13 @@ struct PtyPair {
     std::string peer_path;
 };
 
-// Opens a PTY owned by `uid`/`gid`, mode 0600 (readable and writable by the account alone,
-// not by the rest of its group), sized `size`.
+// Opens a PTY owned by `uid` and `group` (the "tty" group: see terminal_group()), mode 0600
+// (readable and writable by the account alone), sized `size`.
 // Returns an errno on failure.
-int open_pty(uid_t uid, gid_t gid, protocol::WindowSize size, PtyPair& out);
+int open_pty(uid_t uid, gid_t group, protocol::WindowSize size, PtyPair& out);
+
+// The group of session terminals: "tty", as login uses; `fallback` where there is none.
+gid_t terminal_group(gid_t fallback);
 
 int set_window_size(int master, protocol::WindowSize size);
 

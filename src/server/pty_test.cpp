@@ -1,6 +1,7 @@
 #include "server/pty.h"
 
 #include <gtest/gtest.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +22,13 @@ TEST(Pty, PeerIsMode0600OwnedByTheAgentNotWritableByItsGroup) {
     EXPECT_EQ(st.st_mode & 07777, 0600u);
     ASSERT_EQ(::stat(pty.peer_path.c_str(), &st), 0);  // the name in /dev/pts says the same
     EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+// The terminal's group is "tty" (as login makes it), never the agent's primary group.
+TEST(Pty, TerminalGroupIsTtyWhereThereIsOne) {
+    const group* tty = ::getgrnam("tty");
+    if (tty == nullptr) GTEST_SKIP() << "SKIPPED, NOT TESTED: this system has no group tty";
+    EXPECT_EQ(terminal_group(65534), tty->gr_gid);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "protocol/frame.h"
 #include "protocol/payloads.h"
+#include "server/pty.h"
 
 namespace ptyvisor::server {
 
@@ -34,7 +35,8 @@ Server::Server(Config config, backends::Account account, std::unique_ptr<backend
       backend_(std::move(backend)),
       event_(event),
       admission_(config_.limits),
-      worker_(event, {account_.uid, account_.gid, account_.groups}) {}
+      worker_(event, {account_.uid, account_.gid, account_.groups}),
+      terminal_group_(server::terminal_group(account_.gid)) {}
 
 Server::~Server() {
     // Connections first: their sessions unregister from the backend as they go.

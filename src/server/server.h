@@ -37,6 +37,8 @@ public:
     backends::Backend& backend() { return *backend_; }
     Admission& admission() { return admission_; }
     BlockingWorker& worker() { return worker_; }
+    // The group of session terminals, looked up once (pty.h).
+    [[nodiscard]] gid_t terminal_group() const { return terminal_group_; }
     [[nodiscard]] bool shutting_down() const { return shutting_down_; }
     std::uint64_t next_serial() { return ++serial_; }
     std::string new_unit_name() const;
@@ -66,6 +68,7 @@ private:
     std::map<Connection*, std::unique_ptr<Connection>> connections_;
     std::vector<std::unique_ptr<Connection>> retired_;
     std::uint64_t serial_ = 0;
+    gid_t terminal_group_;
     bool shutting_down_ = false;
     bool failed_ = false;
 };
