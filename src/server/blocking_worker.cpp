@@ -109,7 +109,10 @@ void BlockingWorker::submit(std::function<void()> work, std::weak_ptr<Completion
     std::lock_guard lock(shared_->mutex);
     shared_->queue.push_back({std::move(work), std::move(done)});
     ++shared_->unfinished;
-    if (shared_->idle == 0 && shared_->threads < kMaxThreads) {
+    // A thread per queued job, up to the cap: a job never waits behind one that blocks
+    // while a thread could still be had. (An idle thread already woken for an earlier job
+    // still counts as idle until it takes it, hence the comparison with the queue.)
+    if (shared_->queue.size() > shared_->idle && shared_->threads < kMaxThreads) {
         try {
             std::thread([s = shared_] { run_thread(s); }).detach();
             ++shared_->threads;
