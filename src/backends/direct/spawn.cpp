@@ -84,10 +84,17 @@ std::vector<char*> c_array(const std::vector<std::string>& v) {
         if (::dup2(tty, target) < 0) child_fail(status_fd, Step::Stdio);
     // Nothing of the daemon's may leak into the session, whatever flags it was opened with.
     ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+    // Raw system calls, not glibc's setgroups/setresgid/setresuid: this child comes from a
+    // raw clone3, so glibc still believes it has the daemon's threads, and its wrappers would
+    // signal each of them to change its credentials too and wait, on a futex, for answers
+    // that never come while the blocking worker thread exists. The child then hangs before
+    // exec, holding a copy of every descriptor of the daemon (CrashSafety caught a client
+    // whose connection outlived its SIGKILLed daemon that way). This process has one thread,
+    // so the per-thread system call is the whole change.
     const auto& a = spec.account;
-    if (::setgroups(a.groups.size(), a.groups.data()) < 0) child_fail(status_fd, Step::Groups);
-    if (::setresgid(a.gid, a.gid, a.gid) < 0) child_fail(status_fd, Step::Gid);
-    if (::setresuid(a.uid, a.uid, a.uid) < 0) child_fail(status_fd, Step::Uid);
+    if (::syscall(SYS_setgroups, a.groups.size(), a.groups.data()) < 0) child_fail(status_fd, Step::Groups);
+    if (::syscall(SYS_setresgid, a.gid, a.gid, a.gid) < 0) child_fail(status_fd, Step::Gid);
+    if (::syscall(SYS_setresuid, a.uid, a.uid, a.uid) < 0) child_fail(status_fd, Step::Uid);
     if (::fchdir(spec.cwd) < 0) child_fail(status_fd, Step::Chdir);
     int first_error = ENOENT;
     for (const auto& file : candidates) {
