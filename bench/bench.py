@@ -605,7 +605,7 @@ class Suite:
                 if times:
                     nb = statistics.median(base)
                     res["systemd-run"] = {"exit_us": {"p50": (statistics.median(times) - nb) * 1e6,
-                                                      "p99": (sorted(times)[int(0.99 * (len(times) - 1))] - nb) * 1e6}}
+                                                      "p99": (self.nearest_rank(times, 99) - nb) * 1e6}}
             if "forkpty" in res and "ptyvisor-raw" in res:
                 res["ratio_exit_p50"] = res["ptyvisor-raw"]["exit_us"]["p50"] / res["forkpty"]["exit_us"]["p50"]
                 if "first_output_us" in res["ptyvisor-raw"]:
@@ -664,7 +664,7 @@ class Suite:
         if times:
             nb = statistics.median(base)
             res["systemd-run"] = {"exit_us": {"p50": (statistics.median(times) - nb) * 1e6,
-                                              "p99": (sorted(times)[int(0.99 * (len(times) - 1))] - nb) * 1e6}}
+                                              "p99": (self.nearest_rank(times, 99) - nb) * 1e6}}
 
     def hold(self, k, cmd):
         """Starts termbench hold as the account; returns the Popen once all k sessions run."""
