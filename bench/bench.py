@@ -3,7 +3,9 @@
 
 Every benchmark runs its contenders side by side, interleaved (round r runs them in an order
 rotated by r), repeats, and reports medians and ratios against the physical limit (a
-forkpty() reader in bench/termbench). Results: DIR/results.json, DIR/results.csv,
+forkpty() reader in bench/termbench). Throughput samples count only with the exact byte
+count the terminal must relay, and nothing is retried: a failed sample fails its contender.
+"ptyvisor-raw" is termbench's raw protocol client; "ptyvisor (CLI)" is `ptyvisor run`. Results: DIR/results.json, DIR/results.csv,
 DIR/results.md and DIR/performance.png.
 
 Everything is bounded in time, and every process started here is stopped by PID on exit.
@@ -15,6 +17,7 @@ import os
 import platform
 import pwd
 import resource
+import select
 import shutil
 import signal
 import socket
@@ -29,7 +32,7 @@ ACCOUNT = "ptyvisor-test"
 # In run order: memory first, so that its idle numbers are those of a fresh daemon whose heap
 # no earlier transfer has grown.
 ALL = ["memory", "throughput", "latency", "start", "scale", "cpu", "syscalls", "micro"]
-REQUIRED = {"forkpty", "script", "ptyvisor", "ptyvisor-raw"}  # contenders that must always work
+REQUIRED = {"forkpty", "script", "ptyvisor", "ptyvisor-raw", "ptyvisor (CLI)"}  # contenders that must always work
 TEXT_LINE = "some text line"
 
 
@@ -96,6 +99,44 @@ class Suite:
             err = (p.stderr or b"").decode(errors="replace").strip()[-400:]
             raise Failure(f"exit {p.returncode}: {' '.join(argv[-6:])}: {err}")
         return secs, p
+
+    def run_counted(self, argv, timeout, account=False, env=None):
+        """Runs argv to completion (bounded) with its stdout on a pipe that this process drains
+        and counts; returns (seconds, bytes read from its stdout). The count is what lets the
+        throughput benchmark reject a run that relayed less (or more) than the command wrote."""
+        if account:
+            argv = self.as_account(argv)
+            env = env or self.account_env()
+        err = tempfile.TemporaryFile()
+        t0 = time.perf_counter()
+        deadline = t0 + timeout
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                             cwd=self.tmp, env=env, start_new_session=True)
+        count = 0
+        try:
+            fd = p.stdout.fileno()
+            while True:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(argv, timeout)
+                if not select.select([fd], [], [], left)[0]:
+                    continue
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                count += len(chunk)
+            p.wait(timeout=max(0.1, deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired as e:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            raise Failure(f"timed out after {timeout}s: {' '.join(argv)}") from e
+        finally:
+            p.stdout.close()
+        secs = time.perf_counter() - t0
+        if p.returncode != 0:
+            err.seek(0)
+            raise Failure(f"exit {p.returncode}: {' '.join(argv[-6:])}: {err.read().decode(errors='replace').strip()[-400:]}")
+        return secs, count
 
     def termbench(self, mode, via, cmd, timeout=120, **opts):
         argv = [self.bin["termbench"], mode, "--via", via, "--timeout", str(timeout)]
@@ -403,39 +444,51 @@ class Suite:
 
     def bench_throughput(self):
         n = self.args.bytes or (4 << 20 if self.smoke else 128 << 20)
-        streams = {"zero": f"head -c {n} /dev/zero", "text": f"yes '{TEXT_LINE}' | head -c {n}"}
+        # yes's stderr goes nowhere: where SIGPIPE is ignored (systemd services by default),
+        # yes reports the closed pipe, and that line would cross the relay uncounted in N.
+        streams = {"zero": f"head -c {n} /dev/zero", "text": f"yes '{TEXT_LINE}' 2>/dev/null | head -c {n}"}
+        # Every contender returns (seconds, bytes that reached its reader): termbench counts
+        # what it read from the PTY or the OUTPUT frames; the whole-process contenders write
+        # to a pipe that run_counted() drains and counts.
+        def tb(via):
+            def measure(c):
+                j = self.termbench("throughput", via, ["sh", "-c", c])
+                return j["seconds"], j["bytes"]
+            return measure
         contenders = {
-            "forkpty": lambda c: self.termbench("throughput", "pty", ["sh", "-c", c])["seconds"],
-            "ptyvisor-raw": lambda c: self.termbench("throughput", "ptyvisor", ["sh", "-c", c])["seconds"],
-            "ptyvisor": lambda c: self.run([self.bin["ptyvisor"], "run", "--socket", self.socket, "--quiet", "--",
-                                            "sh", "-c", c], 300, account=True, stdout=subprocess.DEVNULL)[0],
-            "script": lambda c: self.run(["script", "-q", "-c", c, "/dev/null"], 300, account=True,
-                                         stdout=subprocess.DEVNULL)[0],
+            "forkpty": tb("pty"),
+            "ptyvisor-raw": tb("ptyvisor"),
+            "ptyvisor (CLI)": lambda c: self.run_counted([self.bin["ptyvisor"], "run", "--socket", self.socket, "--quiet",
+                                                    "--", "sh", "-c", c], 300, account=True),
+            "script": lambda c: self.run_counted(["script", "-q", "-c", c, "/dev/null"], 300, account=True),
         }
         if self.ssh:
-            contenders["ssh"] = lambda c: self.run(self.ssh_cmd(c), 300, account=True, stdout=subprocess.DEVNULL)[0]
+            contenders["ssh"] = lambda c: self.run_counted(self.ssh_cmd(c), 300, account=True)
         if self.harness and "exec" in self.harness:
-            contenders["systemd-run"] = lambda c: self.run(self.systemd_run_cmd(c), 300, env=self.harness["env"],
-                                                           stdout=subprocess.DEVNULL)[0]
+            contenders["systemd-run"] = lambda c: self.run_counted(self.systemd_run_cmd(c), 300, env=self.harness["env"])
         self.skip("throughput", "tmux", "not a relay: tmux renders into its own screen and redraws it for an "
                   "attached client, so bytes/s through it is not comparable")
-        out = {"bytes": n, "streams": {}}
+        out = {"bytes": n, "streams": {}, "relayed_bytes": {}}
         for sname, cmd in streams.items():
+            want = self.relayed_bytes(sname, n)
+            out["relayed_bytes"][sname] = want
             samples = {c: [] for c in contenders}
             names = list(contenders)
             for r in range(self.rounds()):
                 for c in names[r % len(names):] + names[:r % len(names)]:
                     if c in self.failed_contenders("throughput"):
                         continue
+                    # No retry: a failed sample, or one whose byte count is wrong, fails the
+                    # contender for this benchmark (listed under Failures) and is never counted.
                     try:
-                        samples[c].append(n / contenders[c](cmd) / 1e6)
+                        secs, got = contenders[c](cmd)
                     except (Failure, ValueError, KeyError) as e:
-                        # One retry, recorded: the daemon has a known ordering race (see docs).
-                        try:
-                            samples[c].append(n / contenders[c](cmd) / 1e6)
-                            self.results.setdefault("retries", []).append(f"throughput/{sname}/{c}: {e}")
-                        except (Failure, ValueError, KeyError) as e2:
-                            self.fail("throughput", c, f"{sname}: {e2}")
+                        self.fail("throughput", c, f"{sname}: {e}")
+                        continue
+                    if got != want:
+                        self.fail("throughput", c, f"{sname}: {got} bytes arrived, {want} expected; sample discarded")
+                        continue
+                    samples[c].append(n / secs / 1e6)
             med = {c: statistics.median(v) for c, v in samples.items() if v}
             base = med.get("forkpty")
             out["streams"][sname] = {c: {"median_mbps": m, "samples": samples[c],
@@ -444,6 +497,12 @@ class Suite:
                 self.row("throughput", sname, c, "MB/s", round(m, 2), "MB/s", round(m / base, 3) if base else None)
             log(f"throughput {sname}: " + ", ".join(f"{c} {m:.1f} MB/s" for c, m in med.items()))
         self.results["throughput"] = out
+
+    @staticmethod
+    def relayed_bytes(stream, n):
+        """The bytes that must reach the reader when the command writes n: the terminal's ONLCR
+        turns each newline of the text stream into CR LF; zeros cross unchanged."""
+        return n + n // (len(TEXT_LINE) + 1) if stream == "text" else n
 
     def failed_contenders(self, bench):
         return {f["contender"] for f in self.failures if f["bench"] == bench}
@@ -456,9 +515,11 @@ class Suite:
         }
         out = {}
         for case, (cmd, ready, echo) in cases.items():
-            samples = {"forkpty": [], "ptyvisor": []}
+            # Only the raw protocol client: the CLI relays keystrokes from a terminal, so timing
+            # it would need a second PTY in front of it, whose relay would be counted too.
+            samples = {"forkpty": [], "ptyvisor-raw": []}
             for r in range(self.rounds()):
-                order = ["forkpty", "ptyvisor"] if r % 2 == 0 else ["ptyvisor", "forkpty"]
+                order = ["forkpty", "ptyvisor-raw"] if r % 2 == 0 else ["ptyvisor-raw", "forkpty"]
                 for c in order:
                     via = "pty" if c == "forkpty" else "ptyvisor"
                     try:
@@ -466,19 +527,23 @@ class Suite:
                                            ready=ready, echo=echo)
                         samples[c].append(j["us"])
                     except (Failure, ValueError, KeyError) as e:
-                        self.fail("latency", c if c == "forkpty" else "ptyvisor-raw", f"{case}: {e}")
+                        self.fail("latency", c, f"{case}: {e}")
             res = {}
             for c, runs in samples.items():
                 if not runs:
                     continue
                 res[c] = {k: statistics.median(run[k] for run in runs) for k in ("p50", "p90", "p99", "mean")}
-            if "forkpty" in res and "ptyvisor" in res:
-                res["added"] = {k: res["ptyvisor"][k] - res["forkpty"][k] for k in ("p50", "p99")}
+            # A difference of two percentiles (each the median over runs), not a percentile of
+            # the latency ptyvisor adds to one keystroke: named for what it is.
+            if "forkpty" in res and "ptyvisor-raw" in res:
+                res["difference"] = {f"{k} difference": res["ptyvisor-raw"][k] - res["forkpty"][k] for k in ("p50", "p99")}
             for c, v in res.items():
-                for k in ("p50", "p99"):
-                    self.row("latency", case, c, k, round(v[k], 1), "us")
+                for k in v:
+                    if k.startswith(("p50", "p99")):
+                        self.row("latency", case, c, k, round(v[k], 1), "us")
             out[case] = res
-            log(f"latency {case}: " + json.dumps({c: {k: round(v[k], 1) for k in ('p50', 'p99')} for c, v in res.items()}))
+            log(f"latency {case}: " + json.dumps({c: {k: round(x, 1) for k, x in v.items() if k.startswith(("p50", "p99"))}
+                                                  for c, v in res.items()}))
         self.results["latency"] = out
 
     def bench_start(self):
@@ -487,17 +552,24 @@ class Suite:
         if not self.smoke and self.harness and "exec" in self.harness and not self.sd_daemon:
             why = self.start_systemd_daemon()
             if why:
-                self.fail("start", "ptyvisor (systemd)", why)
+                self.fail("start", "ptyvisor-raw (systemd)", why)
+        cli_per_round = max(1, count // 2 // self.rounds())  # count/2 CLI processes in all
         for case, cmd in {"echo": ["echo", "hi"], "true": ["true"]}.items():
-            samples = {"forkpty": [], "ptyvisor": []}
+            samples = {"forkpty": [], "ptyvisor-raw": []}
+            cli, cli_base = [], []
+            names = ["forkpty", "ptyvisor-raw", "ptyvisor (CLI)"]
             for r in range(self.rounds()):
-                order = ["forkpty", "ptyvisor"] if r % 2 == 0 else ["ptyvisor", "forkpty"]
-                for c in order:
-                    via = "pty" if c == "forkpty" else "ptyvisor"
+                for c in names[r % len(names):] + names[:r % len(names)]:
+                    if c in self.failed_contenders("start"):
+                        continue
                     try:
-                        samples[c].append(self.termbench("start", via, cmd, timeout=120, count=count, warmup=3))
+                        if c == "ptyvisor (CLI)":
+                            self.start_cli(cmd, cli_per_round, cli, cli_base)
+                        else:
+                            via = "pty" if c == "forkpty" else "ptyvisor"
+                            samples[c].append(self.termbench("start", via, cmd, timeout=120, count=count, warmup=3))
                     except (Failure, ValueError, KeyError) as e:
-                        self.fail("start", c if c == "forkpty" else "ptyvisor-raw", f"{case}: {e}")
+                        self.fail("start", c, f"{case}: {e}")
             res = {}
             for c, runs in samples.items():
                 if not runs:
@@ -507,6 +579,12 @@ class Suite:
                     vals = [run[key] for run in runs if run[key]["n"] > 0]
                     if vals:
                         res[c][key] = {k: statistics.median(v[k] for v in vals) for k in ("p50", "p99")}
+            if cli:
+                # Whole `ptyvisor run` processes, as the account, minus setpriv alone (the same
+                # way systemd-run is timed below, minus nsenter); no first-output time.
+                nb = statistics.median(cli_base)
+                res["ptyvisor (CLI)"] = {"exit_us": {"p50": (statistics.median(cli) - nb) * 1e6,
+                                                     "p99": (self.nearest_rank(cli, 99) - nb) * 1e6}}
             if self.sd_daemon:
                 # Full runs: ptyvisor's systemd backend against systemd-run --pty, interleaved
                 # (round r alternates which goes first). Same termbench measurement as the direct
@@ -527,14 +605,14 @@ class Suite:
                 if times:
                     nb = statistics.median(base)
                     res["systemd-run"] = {"exit_us": {"p50": (statistics.median(times) - nb) * 1e6,
-                                                      "p99": (sorted(times)[int(0.99 * (len(times) - 1))] - nb) * 1e6}}
-            if "forkpty" in res and "ptyvisor" in res:
-                res["ratio_exit_p50"] = res["ptyvisor"]["exit_us"]["p50"] / res["forkpty"]["exit_us"]["p50"]
-                if "first_output_us" in res["ptyvisor"]:
-                    res["ratio_first_output_p50"] = (res["ptyvisor"]["first_output_us"]["p50"] /
+                                                      "p99": (self.nearest_rank(times, 99) - nb) * 1e6}}
+            if "forkpty" in res and "ptyvisor-raw" in res:
+                res["ratio_exit_p50"] = res["ptyvisor-raw"]["exit_us"]["p50"] / res["forkpty"]["exit_us"]["p50"]
+                if "first_output_us" in res["ptyvisor-raw"]:
+                    res["ratio_first_output_p50"] = (res["ptyvisor-raw"]["first_output_us"]["p50"] /
                                                      res["forkpty"]["first_output_us"]["p50"])
-            if "ptyvisor (systemd)" in res and "systemd-run" in res:
-                res["ratio_systemd_vs_systemd_run_exit_p50"] = (res["ptyvisor (systemd)"]["exit_us"]["p50"] /
+            if "ptyvisor-raw (systemd)" in res and "systemd-run" in res:
+                res["ratio_systemd_vs_systemd_run_exit_p50"] = (res["ptyvisor-raw (systemd)"]["exit_us"]["p50"] /
                                                                 res["systemd-run"]["exit_us"]["p50"])
             for c, v in res.items():
                 if isinstance(v, dict):
@@ -545,10 +623,23 @@ class Suite:
             log(f"start {case}: " + json.dumps(res, default=lambda x: round(x, 1)))
         self.results["start"] = out
 
+    @staticmethod
+    def nearest_rank(values, pct):
+        s = sorted(values)
+        return s[max(0, min(len(s) - 1, -(-pct * len(s) // 100) - 1))]
+
+    def start_cli(self, cmd, n, times, base):
+        """n whole `ptyvisor run --quiet -- CMD` processes as the account, each after one
+        `setpriv ... true` (the cost of becoming the account, subtracted later)."""
+        for _ in range(n):
+            base.append(self.run(["true"], 30, account=True)[0])
+            times.append(self.run([self.bin["ptyvisor"], "run", "--socket", self.socket, "--quiet", "--"] + cmd,
+                                  60, account=True)[0])
+
     def start_systemd_pair(self, case, cmd, count, res):
         shell = "echo hi" if case == "echo" else "true"
         per = max(1, -(-(count // 2) // self.rounds()))  # count/2 systemd-run processes in all
-        pair = ["ptyvisor (systemd)", "systemd-run"]
+        pair = ["ptyvisor-raw (systemd)", "systemd-run"]
         runs, base, times, broken = [], [], [], set()
         for r in range(self.rounds()):
             for c in (pair if r % 2 == 0 else pair[::-1]):
@@ -565,15 +656,15 @@ class Suite:
                     broken.add(c)
                     self.fail("start", c, f"{case}: {e}")
         if runs:
-            res["ptyvisor (systemd)"] = {}
+            res["ptyvisor-raw (systemd)"] = {}
             for key in ("first_output_us", "exit_us"):
                 vals = [run[key] for run in runs if run[key]["n"] > 0]
                 if vals:
-                    res["ptyvisor (systemd)"][key] = {k: statistics.median(v[k] for v in vals) for k in ("p50", "p99")}
+                    res["ptyvisor-raw (systemd)"][key] = {k: statistics.median(v[k] for v in vals) for k in ("p50", "p99")}
         if times:
             nb = statistics.median(base)
             res["systemd-run"] = {"exit_us": {"p50": (statistics.median(times) - nb) * 1e6,
-                                              "p99": (sorted(times)[int(0.99 * (len(times) - 1))] - nb) * 1e6}}
+                                              "p99": (self.nearest_rank(times, 99) - nb) * 1e6}}
 
     def hold(self, k, cmd):
         """Starts termbench hold as the account; returns the Popen once all k sessions run."""
@@ -640,17 +731,17 @@ class Suite:
         secs = 1.0 if self.smoke else 3.0
         out = {"cpus": os.cpu_count(), "seconds": secs}
         for k in counts:
-            samples = {"forkpty": [], "ptyvisor": []}
+            samples = {"forkpty": [], "ptyvisor-raw": []}
             before = self.proc_stat()["fds"]
             for r in range(max(1, self.rounds() - 2)):
-                order = ["forkpty", "ptyvisor"] if r % 2 == 0 else ["ptyvisor", "forkpty"]
+                order = ["forkpty", "ptyvisor-raw"] if r % 2 == 0 else ["ptyvisor-raw", "forkpty"]
                 for c in order:
                     via = "pty" if c == "forkpty" else "ptyvisor"
                     try:
                         j = self.termbench("throughput", via, ["cat", "/dev/zero"], timeout=120, sessions=k, seconds=secs)
                         samples[c].append(j["mbps"])
                     except (Failure, ValueError, KeyError) as e:
-                        self.fail("scale", c if c == "forkpty" else "ptyvisor-raw", f"{k} sessions: {e}")
+                        self.fail("scale", c, f"{k} sessions: {e}")
                 self.wait_daemon_quiet(before)
             res = {c: statistics.median(v) for c, v in samples.items() if v}
             out[str(k)] = res
@@ -777,7 +868,11 @@ class Suite:
              f"Machine: {m['nproc']} CPUs, {m['model']} ({m['hypervisor'] or 'bare metal'}), {m['mem']}, {m['uname']}", ""]
         if "throughput" in R:
             t = R["throughput"]
+            rb = t["relayed_bytes"]
             L += [f"### Output throughput, {t['bytes'] >> 20} MiB, median MB/s (ratio to forkpty)", "",
+                  "Every sample counted is one whose reader received exactly the bytes the terminal must relay ("
+                  + ", ".join(f"{k}: {v}" for k, v in rb.items()) + "); a failed or short sample is not retried, it "
+                  "fails its contender (see Failures).", "",
                   "| contender | " + " | ".join(t["streams"]) + " |", "| --- |" + " --- |" * len(t["streams"])]
             names = []
             for s in t["streams"].values():
@@ -786,30 +881,36 @@ class Suite:
                 cells = []
                 for s in t["streams"].values():
                     v = s.get(c)
-                    cells.append(f"{v['median_mbps']:.1f} ({v['ratio_vs_forkpty']:.2f}x)" if v else "n/a")
+                    ratio = f"{v['ratio_vs_forkpty']:.2f}x" if v and v["ratio_vs_forkpty"] else "no forkpty figure"
+                    cells.append(f"{v['median_mbps']:.1f} ({ratio})" if v else "n/a")
                 L.append(f"| {c} | " + " | ".join(cells) + " |")
             L.append("")
         if "latency" in R:
-            L += ["### Keystroke echo latency, µs (median of per-run percentiles)", "",
-                  "| case | forkpty p50 | forkpty p99 | ptyvisor p50 | ptyvisor p99 | added p50 | added p99 |",
+            L += ["### Keystroke echo latency, µs (each percentile is the median over runs of that run's percentile)", "",
+                  "ptyvisor-raw is the raw protocol client (termbench), not the CLI. The differences are "
+                  "ptyvisor-raw's percentile minus forkpty's: a p99 difference is not the p99 of the latency added.", "",
+                  "| case | forkpty p50 | forkpty p99 | ptyvisor-raw p50 | ptyvisor-raw p99 | p50 difference | p99 difference |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
             for case, r in R["latency"].items():
-                f_, p_, a_ = r.get("forkpty", {}), r.get("ptyvisor", {}), r.get("added", {})
+                f_, p_, a_ = r.get("forkpty", {}), r.get("ptyvisor-raw", {}), r.get("difference", {})
                 g = lambda d, k: f"{d[k]:.1f}" if k in d else "n/a"  # noqa: E731
                 L.append(f"| {case} | {g(f_, 'p50')} | {g(f_, 'p99')} | {g(p_, 'p50')} | {g(p_, 'p99')} | "
-                         f"{g(a_, 'p50')} | {g(a_, 'p99')} |")
+                         f"{g(a_, 'p50 difference')} | {g(a_, 'p99 difference')} |")
             L.append("")
         if "start" in R:
             L += ["### Session start, µs (p50 / p99)", "",
+                  "ptyvisor-raw: termbench's raw protocol client, from connect() (median over runs of each run's "
+                  "percentile). ptyvisor (CLI) and systemd-run: whole processes, minus the cost of setpriv or "
+                  "nsenter alone (nearest-rank p99 over every process).", "",
                   "| command | contender | first output | session end | ratio (end, p50) |", "| --- | --- | --- | --- | --- |"]
             for case, r in R["start"].items():
-                for c in ("forkpty", "ptyvisor", "ptyvisor (systemd)", "systemd-run"):
+                for c in ("forkpty", "ptyvisor-raw", "ptyvisor (CLI)", "ptyvisor-raw (systemd)", "systemd-run"):
                     if c not in r:
                         continue
                     fo = r[c].get("first_output_us")
                     ex = r[c].get("exit_us")
                     ratio = ex["p50"] / r["forkpty"]["exit_us"]["p50"] if "forkpty" in r and ex else None
-                    vs = r.get("ratio_systemd_vs_systemd_run_exit_p50") if c == "ptyvisor (systemd)" else None
+                    vs = r.get("ratio_systemd_vs_systemd_run_exit_p50") if c == "ptyvisor-raw (systemd)" else None
                     L.append(f"| `{case}` | {c} | " + (f"{fo['p50']:.0f} / {fo['p99']:.0f}" if fo else "–") + " | "
                              + (f"{ex['p50']:.0f} / {ex['p99']:.0f}" if ex else "–") + " | "
                              + (f"{ratio:.2f}x" if ratio else "")
@@ -827,10 +928,10 @@ class Suite:
         if "scale" in R:
             sc = R["scale"]
             L += [f"### Aggregate throughput, `cat /dev/zero` per session, {sc['seconds']} s window, {sc['cpus']} CPUs, MB/s", "",
-                  "| busy sessions | forkpty | ptyvisor | ratio |", "| --- | --- | --- | --- |"]
+                  "| busy sessions | forkpty | ptyvisor-raw | ratio |", "| --- | --- | --- | --- |"]
             for k, v in sc.items():
                 if isinstance(v, dict):
-                    f_, p_ = v.get("forkpty"), v.get("ptyvisor")
+                    f_, p_ = v.get("forkpty"), v.get("ptyvisor-raw")
                     L.append(f"| {k} | {f_ or 0:.1f} | {p_ or 0:.1f} | " + (f"{p_ / f_:.2f}x" if f_ and p_ else "n/a") + " |")
             L.append("")
         if "cpu" in R or "syscalls" in R:
@@ -851,8 +952,6 @@ class Suite:
             L += ["### Skipped", ""] + [f"- {s['bench']}/{s['contender']}: {s['reason']}" for s in self.skips] + [""]
         if self.failures:
             L += ["### Failures", ""] + [f"- {s['bench']}/{s['contender']}: {s['reason']}" for s in self.failures] + [""]
-        if R.get("retries"):
-            L += ["### Retried once", ""] + [f"- {r}" for r in R["retries"]] + [""]
         return "\n".join(L) + "\n"
 
     def plot(self):
@@ -875,10 +974,10 @@ class Suite:
                     f.write(c + " " + " ".join(f"{R['throughput']['streams'][s].get(c, {}).get('median_mbps', 0):.2f}"
                                               for s in streams) + "\n")
         with open(lat, "w") as f:
-            f.write("case forkpty_p50 forkpty_p99 ptyvisor_p50 ptyvisor_p99\n")
+            f.write("case forkpty_p50 forkpty_p99 ptyvisor-raw_p50 ptyvisor-raw_p99\n")
             for case, r in R.get("latency", {}).items():
                 f.write(f"{case} {r.get('forkpty', {}).get('p50', 0):.1f} {r.get('forkpty', {}).get('p99', 0):.1f} "
-                        f"{r.get('ptyvisor', {}).get('p50', 0):.1f} {r.get('ptyvisor', {}).get('p99', 0):.1f}\n")
+                        f"{r.get('ptyvisor-raw', {}).get('p50', 0):.1f} {r.get('ptyvisor-raw', {}).get('p99', 0):.1f}\n")
         png = os.path.join(self.out, "performance.png")
         gp = f"""
 set terminal pngcairo size 1200,500 font ',10' noenhanced

@@ -10,8 +10,10 @@
 # contender side by side, interleaved, and writes DIR/results.{json,csv,md} and
 # DIR/performance.png (default DIR: bench/results).
 #
-# Exit status: 0 when every contender that can always run here (forkpty, script, ptyvisor)
-# worked; 1 when one of them failed; 2 on bad usage or a failed build. Timing never fails it.
+# Exit status: 0 when every contender that can always run here (forkpty, script, ptyvisor-raw,
+# ptyvisor (CLI)) worked, every throughput sample with the byte count the terminal must relay;
+# 1 when one of them failed (nothing is retried); 2 on bad usage or a failed build. Timing
+# never fails it.
 # --smoke: tiny sizes, one round, installs nothing; under 2 minutes once built.
 set -euo pipefail
 cd "$(dirname "$0")/.."

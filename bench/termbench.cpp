@@ -115,6 +115,8 @@ public:
         pid_ = ::forkpty(&master, nullptr, nullptr, &ws);
         if (pid_ < 0) throw std::runtime_error(std::string("forkpty: ") + std::strerror(errno));
         if (pid_ == 0) {
+            // main() ignores SIGPIPE for itself; the command gets the default, as from ptyvisord.
+            ::signal(SIGPIPE, SIG_DFL);
             ::execvp(args[0], args.data());
             std::fprintf(stderr, "termbench: exec %s: %s\n", args[0], std::strerror(errno));
             ::_exit(127);

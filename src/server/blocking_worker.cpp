@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -26,6 +27,7 @@ struct BlockingWorker::Shared {
 
     std::mutex mutex;
     std::condition_variable wake;
+    std::condition_variable left;  // a thread has left run_thread()
     std::deque<Job> queue;
     std::vector<std::weak_ptr<Completion>> finished;  // completions for the loop
     std::size_t threads = 0, idle = 0, unfinished = 0;
@@ -55,12 +57,14 @@ void signal_loop(int eventfd) {
     [[maybe_unused]] const auto n = ::write(eventfd, &one, sizeof one);
 }
 
-void run_thread(const std::shared_ptr<BlockingWorker::Shared>& s) {
+void run_thread(const std::shared_ptr<BlockingWorker::Shared>& s, bool& has_left) {
     const bool identity_ok = take_identity(s->identity);
     std::unique_lock lock(s->mutex);
     if (!identity_ok) {
         // Runs no job: one that judged a path as root would be the probe this prevents.
         --s->threads;
+        has_left = true;
+        s->left.notify_all();
         lock.unlock();
         log_error("worker thread cannot take the agent's file-system identity");
         return;
@@ -83,6 +87,8 @@ void run_thread(const std::shared_ptr<BlockingWorker::Shared>& s) {
         }
     }
     --s->threads;
+    has_left = true;
+    s->left.notify_all();
 }
 
 }  // namespace
@@ -98,15 +104,34 @@ BlockingWorker::BlockingWorker(sd_event* loop, Identity identity) : shared_(std:
 
 BlockingWorker::~BlockingWorker() {
     source_.reset();
-    std::lock_guard lock(shared_->mutex);
+    std::unique_lock lock(shared_->mutex);
     shared_->stopping = true;
     // Threads finish what is queued (closing what it owns), then leave. No completion
     // runs any more: the loop is going away.
     shared_->wake.notify_all();
+    // Wait a little for them, so that in the common case the daemon exits with every
+    // descriptor it was handed closed and every thread joined (valgrind.sh checks both).
+    // Bounded: a close() an agent made block for good must not hold the shutdown, so a
+    // thread still busy after that is left running, as before, until the process ends.
+    const bool all_left = shared_->left.wait_for(lock, std::chrono::seconds(1), [&] { return shared_->threads == 0; });
+    lock.unlock();
+    for (auto& [thread, has_left] : threads_) {
+        if (all_left)
+            thread.join();  // it has left run_thread(): the join only waits for its return
+        else
+            thread.detach();
+    }
 }
 
 void BlockingWorker::submit(std::function<void()> work, std::weak_ptr<Completion> done) {
     std::lock_guard lock(shared_->mutex);
+    // Join the threads that have left (only after a failure to take the identity), so
+    // that they do not pile up unjoined.
+    std::erase_if(threads_, [](auto& entry) {
+        if (!*entry.second) return false;
+        entry.first.join();
+        return true;
+    });
     shared_->queue.push_back({std::move(work), std::move(done)});
     ++shared_->unfinished;
     // A thread per queued job, up to the cap: a job never waits behind one that blocks
@@ -114,7 +139,8 @@ void BlockingWorker::submit(std::function<void()> work, std::weak_ptr<Completion
     // still counts as idle until it takes it, hence the comparison with the queue.)
     if (shared_->queue.size() > shared_->idle && shared_->threads < kMaxThreads) {
         try {
-            std::thread([s = shared_] { run_thread(s); }).detach();
+            auto has_left = std::make_shared<bool>(false);
+            threads_.emplace_back(std::thread([s = shared_, has_left] { run_thread(s, *has_left); }), has_left);
             ++shared_->threads;
         } catch (const std::system_error&) {
             // No thread now: the job waits for one to be free, or for the next submit.

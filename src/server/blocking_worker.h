@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "common/event.h"
@@ -68,6 +69,10 @@ private:
 
     std::shared_ptr<Shared> shared_;
     EventSource source_;
+    // The threads started, each with its flag "has left run_thread()" (set under Shared's
+    // mutex). Those that have left are joined at the next submit(); the rest at destruction
+    // if they leave in time, else detached.
+    std::vector<std::pair<std::thread, std::shared_ptr<bool>>> threads_;
 };
 
 }  // namespace ptyvisor::server

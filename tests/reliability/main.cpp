@@ -8,6 +8,10 @@
 // crash-safety checks ("nothing left in ptyvisor.sessions") would see other runs' sessions.
 // So, as root with a writable cgroup2 and the direct backend, the suite moves itself into a
 // fresh child cgroup first and removes it at exit.
+//
+// With PTYVISOR_REQUIRE_SYSTEMD=1 (run-systemd.sh), a run in which any test was skipped, or
+// no test ran at all, fails: that run exists to run the systemd scenarios, and a skip there
+// (no /run/systemd/system, a wrong backend) would otherwise pass unseen.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -70,6 +74,31 @@ private:
     std::string path_;
 };
 
+// Under PTYVISOR_REQUIRE_SYSTEMD=1: 1 if any test was skipped or none ran, after naming them.
+int fail_on_skips() {
+    const auto& unit = *::testing::UnitTest::GetInstance();
+    int skipped = 0;
+    for (int i = 0; i < unit.total_test_suite_count(); ++i) {
+        const auto& suite = *unit.GetTestSuite(i);
+        for (int j = 0; j < suite.total_test_count(); ++j) {
+            const auto& info = *suite.GetTestInfo(j);
+            if (!info.should_run() || !info.result()->Skipped()) continue;
+            std::cerr << "reliability: PTYVISOR_REQUIRE_SYSTEMD=1 and " << suite.name() << "." << info.name()
+                      << " was skipped\n";
+            ++skipped;
+        }
+    }
+    if (skipped > 0) {
+        std::cerr << "reliability: " << skipped << " test(s) skipped in a run that requires systemd: FAILED\n";
+        return 1;
+    }
+    if (unit.test_to_run_count() == 0) {
+        std::cerr << "reliability: PTYVISOR_REQUIRE_SYSTEMD=1 and no test ran: FAILED\n";
+        return 1;
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,5 +108,7 @@ int main(int argc, char** argv) {
         if (std::strcmp(argv[i], "--gtest_list_tests") == 0) listing = true;
     if (listing) return RUN_ALL_TESTS();
     CgroupJail jail;
-    return RUN_ALL_TESTS();
+    const int rc = RUN_ALL_TESTS();
+    if (rc == 0 && rel::systemd_required()) return fail_on_skips();
+    return rc;
 }

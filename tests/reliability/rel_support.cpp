@@ -62,6 +62,11 @@ std::uint64_t seed(std::uint64_t fallback) {
     return std::strtoull(v, nullptr, 0);
 }
 
+bool systemd_required() {
+    const char* v = std::getenv("PTYVISOR_REQUIRE_SYSTEMD");
+    return v != nullptr && std::string(v) == "1";
+}
+
 // --- flooders -----------------------------------------------------------------------------
 
 std::string to_string(FloodKind kind) {

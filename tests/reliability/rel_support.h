@@ -55,6 +55,26 @@ private:
 // failure can be replayed.
 std::uint64_t seed(std::uint64_t fallback);
 
+// --- the systemd run --------------------------------------------------------------------------
+
+// True when env PTYVISOR_REQUIRE_SYSTEMD is "1": set by run-systemd.sh, the run that exists
+// to test the systemd backend. There a missing systemd is a failure, not a skip, and main()
+// fails the run if any test was skipped or none ran.
+bool systemd_required();
+
+// Skips the test when `present` is false, or fails it when systemd_required(): a run that
+// skips what it exists to run must not pass.
+#define PTYVISOR_NEEDS_SYSTEMD_HARNESS(present)                                                   \
+    do {                                                                                          \
+        if (!(present)) {                                                                         \
+            if (::ptyvisor::itest::rel::systemd_required())                                       \
+                FAIL() << "PTYVISOR_REQUIRE_SYSTEMD=1, but this is not the systemd backend "      \
+                          "inside the harness (PTYVISOR_TEST_BACKEND=systemd, /run/systemd/system)"; \
+            GTEST_SKIP() << "needs the systemd backend inside the harness "                       \
+                            "(tests/reliability/run-systemd.sh)";                                 \
+        }                                                                                         \
+    } while (0)
+
 // --- flooders -----------------------------------------------------------------------------
 
 enum class FloodKind {

@@ -81,8 +81,7 @@ protected:
 };
 
 TEST_F(ForgedBusSignals, TheAgentsAccountCannotEndOrConfuseASession) {
-    if (!inside_systemd_harness())
-        GTEST_SKIP() << "needs the systemd backend inside the harness (tests/reliability/run-systemd.sh)";
+    PTYVISOR_NEEDS_SYSTEMD_HARNESS(inside_systemd_harness());
     DaemonProcess* d = start_daemon();
     ASSERT_NE(d, nullptr);
     auto c = connect_as_account();

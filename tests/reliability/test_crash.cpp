@@ -10,8 +10,10 @@
 //   cleanup    right after STOP, while the session is being stopped.
 // After each kill a new daemon is started. By READY=1 it must have cleaned up everything:
 // no session cgroup left under ptyvisor.sessions and no session process alive (direct
-// backend), no `ptyvisor-*` unit left (systemd backend, inside the harness), and the socket
-// must work (a session runs). Every session process the test saw is watched through a pidfd,
+// backend), no `ptyvisor-*` unit left (systemd backend, inside the harness), no session
+// record left in <state_directory>/sessions (either backend: the direct one writes them, the
+// systemd one must not), and the socket must work (a session runs). What is left is counted
+// and asserted after every restart, and the printed totals are those counts. Every session process the test saw is watched through a pidfd,
 // so a recycled PID can never pass for a survivor.
 #include <fcntl.h>
 #include <signal.h>
@@ -20,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "common/linux.h"
@@ -85,6 +88,17 @@ protected:
         return found;
     }
 
+    // The session records a crashed daemon may have left in <state_directory>/sessions
+    // (src/backends/direct/session_records.h): every entry counts, valid or not, temporary
+    // files included, since the restart must have consumed or deleted them all.
+    std::vector<std::string> records() const {
+        std::vector<std::string> found;
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(state_ + "/sessions", ec))
+            found.push_back(e.path().string());
+        return found;
+    }
+
     // A daemon started without waiting for READY, to be killed during its start-up.
     struct Raw {
         pid_t pid = -1;
@@ -136,8 +150,9 @@ protected:
 };
 
 TEST_F(CrashSafety, SigkillAtRandomPointsLeavesNothingBehind) {
-    if (systemd() && ::access("/run/systemd/system", F_OK) != 0)
-        GTEST_SKIP() << "the systemd backend needs the harness (tests/reliability/run-systemd.sh)";
+    // The direct backend needs no harness, except in the run that exists to test systemd.
+    PTYVISOR_NEEDS_SYSTEMD_HARNESS(systemd() ? ::access("/run/systemd/system", F_OK) == 0
+                                             : !rel::systemd_required());
     if (!systemd() && rel::direct_sessions_dir().empty()) GTEST_SKIP() << "no cgroup2 here";
     DaemonConfig cfg = config();
     cfg.admissions_per_minute = 1000000;
@@ -145,7 +160,15 @@ TEST_F(CrashSafety, SigkillAtRandomPointsLeavesNothingBehind) {
     rel::Rng rng(seed);
     const std::size_t iterations = scaled(10, 100);
     std::map<std::string, long> orphans_made;  // phase -> leftovers seen right after the kill
+    std::map<std::string, long> records_made;  // phase -> session records right after the kill
     std::map<std::string, long> kills;
+    std::size_t left_total = 0, records_left_total = 0;  // summed over every restart
+    // What the dead daemon left, right after the kill: what the restart must clean up.
+    const auto count_after_kill = [&](const char* phase) {
+        orphans_made[phase] += static_cast<long>(leftovers().size());
+        records_made[phase] += static_cast<long>(records().size());
+    };
+    ASSERT_TRUE(records().empty()) << "records before the test: " << records().front();
     ASSERT_TRUE(leftovers().empty()) << "leftovers before the test: " << leftovers().front();
 
     const std::vector<std::string> relay_cmd = {
@@ -168,7 +191,7 @@ TEST_F(CrashSafety, SigkillAtRandomPointsLeavesNothingBehind) {
                     clients.push_back(std::move(c));
                 }
                 ASSERT_TRUE(d->stop(SIGKILL, Millis(10000)));
-                orphans_made[name_of(phase)] += static_cast<long>(leftovers().size());
+                count_after_kill(name_of(phase));
                 Raw r = spawn_unready(cfg, static_cast<int>(i));
                 ASSERT_GT(r.pid, 0);
                 pause_us(rng.below(60000));
@@ -189,7 +212,7 @@ TEST_F(CrashSafety, SigkillAtRandomPointsLeavesNothingBehind) {
                 }
                 pause_us(rng.below(20000));
                 ASSERT_TRUE(d->stop(SIGKILL, Millis(10000)));
-                orphans_made[name_of(phase)] += static_cast<long>(leftovers().size());
+                count_after_kill(name_of(phase));
                 break;
             }
             case Phase::Relay: {
@@ -200,7 +223,7 @@ TEST_F(CrashSafety, SigkillAtRandomPointsLeavesNothingBehind) {
                     ASSERT_EQ(in.kind, Incoming::Kind::Frame) << in.describe();
                 }
                 ASSERT_TRUE(d->stop(SIGKILL, Millis(10000)));
-                orphans_made[name_of(phase)] += static_cast<long>(leftovers().size());
+                count_after_kill(name_of(phase));
                 clients.push_back(std::move(c));
                 break;
             }
@@ -210,7 +233,7 @@ TEST_F(CrashSafety, SigkillAtRandomPointsLeavesNothingBehind) {
                 ASSERT_EQ(c->send_frame(FrameType::Stop, ""), 0);
                 pause_us(rng.below(systemd() ? 20000 : 3000));
                 ASSERT_TRUE(d->stop(SIGKILL, Millis(10000)));
-                orphans_made[name_of(phase)] += static_cast<long>(leftovers().size());
+                count_after_kill(name_of(phase));
                 clients.push_back(std::move(c));
                 break;
             }
@@ -230,7 +253,13 @@ TEST_F(CrashSafety, SigkillAtRandomPointsLeavesNothingBehind) {
         DaemonProcess* next = start_daemon(cfg);
         ASSERT_NE(next, nullptr);
         const auto left = leftovers();
+        const auto records_left = records();
+        EXPECT_EQ(left.size(), 0u) << "session cgroups, processes or units left after the restart";
+        EXPECT_EQ(records_left.size(), 0u) << "session records left after the restart";
         for (const auto& l : left) ADD_FAILURE() << "left after restart: " << l;
+        for (const auto& r : records_left) ADD_FAILURE() << "record left after restart: " << r;
+        left_total += left.size();
+        records_left_total += records_left.size();
         for (const auto& [pid, fd] : watched_)
             EXPECT_TRUE(wait_pidfd_exit(fd.get(), Millis(10000))) << "session process " << pid << " survived";
         watched_.clear();
@@ -244,14 +273,17 @@ TEST_F(CrashSafety, SigkillAtRandomPointsLeavesNothingBehind) {
         EXPECT_NE(c->output().find("after-crash"), std::string::npos);
         ASSERT_TRUE(next->stop(SIGTERM, Millis(30000)));
         ASSERT_TRUE(leftovers().empty()) << "after a clean shutdown: " << leftovers().front();
+        ASSERT_TRUE(records().empty()) << "record after a clean shutdown: " << records().front();
         if (HasFatalFailure()) return;
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     std::cout << "[crash safety] backend " << backend() << ", seed " << seed << ": " << iterations
               << " SIGKILLs in " << seconds << " s;";
     for (const auto& [phase, n] : kills)
-        std::cout << " " << phase << "=" << n << " (leftovers right after the kill: " << orphans_made[phase] << ")";
-    std::cout << "; left after restart: 0\n";
+        std::cout << " " << phase << "=" << n << " (leftovers right after the kill: " << orphans_made[phase]
+                  << ", records: " << records_made[phase] << ")";
+    std::cout << "; left after the restarts, summed: " << left_total << " "
+              << (systemd() ? "units" : "session cgroups/processes") << ", " << records_left_total << " records\n";
 }
 
 }  // namespace

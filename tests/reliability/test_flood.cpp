@@ -190,8 +190,7 @@ AgentUnitRun run_agent_unit(const std::string& socket, const std::string& work, 
 class FloodAllowUnits : public EndToEnd, public ::testing::WithParamInterface<FloodCase> {};
 
 TEST_P(FloodAllowUnits, FloodersAreRefusedAtAcceptAndTheAgentUnitIsServed) {
-    if (!inside_systemd())
-        GTEST_SKIP() << "needs the systemd backend inside the harness (tests/reliability/run-systemd.sh)";
+    PTYVISOR_NEEDS_SYSTEMD_HARNESS(inside_systemd());
     const FloodCase& fc = GetParam();
     DaemonConfig cfg = config();
     cfg.allow_units = {"rel-agent.service"};
@@ -264,8 +263,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, FloodAllowUnits, ::testing::ValuesIn(kCases),
 class FloodFromTheAgentsUnit : public EndToEnd {};
 
 TEST_F(FloodFromTheAgentsUnit, SiblingsGetNoSessionAndTheAgentIsServed) {
-    if (!inside_systemd())
-        GTEST_SKIP() << "needs the systemd backend inside the harness (tests/reliability/run-systemd.sh)";
+    PTYVISOR_NEEDS_SYSTEMD_HARNESS(inside_systemd());
     DaemonConfig cfg = config();
     cfg.allow_units = {"rel-agent.service"};
     DaemonProcess* d = start_daemon(cfg);

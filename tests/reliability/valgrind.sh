@@ -11,12 +11,38 @@
 # suite: ~20 sessions of different kinds, a dozen hostile connections, then SIGTERM with a
 # session live; that test asserts the daemon exits 0. Given the integration suite and no
 # GTEST_ARGS filter, it runs the whole suite, one daemon per test.
-# Either way every daemon's report is judged afterwards: one that exited must show 0 errors
-# (leaks count as errors here); one its test killed with SIGKILL has no summary, and must
-# show no error before the kill. Valgrind 3.19 lacks pidfd_open, without which the direct
-# backend cannot supervise a session: only the systemd runs cover the session paths.
+# Either way every daemon's report is judged afterwards. One that exited must show
+#   - 0 errors (definite and indirect leaks count as errors here),
+#   - 0 bytes possibly lost in its LEAK SUMMARY (or no leak summary: all heap blocks freed),
+#   - only descriptors "<inherited from parent>" in its --track-fds report: a descriptor the
+#     daemon opened itself and still held at exit is a descriptor leak.
+# One its test killed with SIGKILL has no summary, and must show no error before the kill.
+# Valgrind 3.19 lacks pidfd_open, without which the direct backend cannot supervise a
+# session: only the systemd runs cover the session paths.
 # Needs root and valgrind (installed with apt-get if missing).
 set -uo pipefail
+
+# What is wrong with the report of a daemon that exited, one line per finding; nothing when
+# it is clean. VALGRIND_JUDGE=LOG valgrind.sh prints the findings for one log and exits.
+judge_exited() {
+    local log=$1
+    grep -q "ERROR SUMMARY: 0 errors" "$log" || echo "errors: $(grep -m1 'ERROR SUMMARY' "$log")"
+    # "possibly lost: 1,024 bytes in 2 blocks"; absent when all heap blocks were freed.
+    grep -E '== +possibly lost: ' "$log" | grep -Evq 'possibly lost: 0 bytes in 0 blocks' &&
+        echo "possibly lost: $(grep -Em1 '== +possibly lost: ' "$log" | sed 's/.*possibly lost: //')"
+    grep -q "FILE DESCRIPTORS: " "$log" || echo "no --track-fds report"
+    # Each "Open <kind> N: <what>" line is followed by "<inherited from parent>" or by the
+    # stack that opened it.
+    awk 'function judge(line) { if (pending != "" && line !~ /<inherited from parent>/) print "not inherited: " pending }
+         /== Open .*[0-9]+:/ { judge($0); pending = $0; sub(/^==[0-9]+== /, "", pending); next }
+         pending != "" { judge($0); pending = "" }
+         END { judge("") }' "$log"
+}
+if [ -n "${VALGRIND_JUDGE:-}" ]; then
+    judge_exited "$VALGRIND_JUDGE"
+    exit 0
+fi
+
 usage="usage: valgrind.sh TESTS PTYVISORD [direct|systemd] [GTEST_ARGS...]"
 tests=$(realpath "${1:?$usage}")
 daemon=$(realpath "${2:?$usage}")
@@ -52,19 +78,22 @@ rc=$?
 
 # The first line of each kind of error memcheck reports.
 error_start='^==[0-9]+== (Invalid (read|write|free)|Conditional jump|Use of uninitialised|Syscall param|Mismatched free|Source and destination overlap|Argument .* of function|[0-9,]+ bytes in [0-9,]+ blocks are (definitely|indirectly) lost)'
-exited=0 killed=0 bad=0
+
+exited=0 exited_bad=0 killed=0 bad=0
 for log in "$work"/valgrind.*.log; do
     [ -e "$log" ] || continue
     if grep -q "ERROR SUMMARY" "$log"; then
         exited=$((exited + 1))
-        grep -q "ERROR SUMMARY: 0 errors" "$log" || { bad=$((bad + 1)); echo "--- $(basename "$log"): errors"; cat "$log"; }
+        findings=$(judge_exited "$log")
+        [ -z "$findings" ] || { bad=$((bad + 1)); exited_bad=$((exited_bad + 1)); echo "--- $(basename "$log"): $findings"; cat "$log"; }
     else
         killed=$((killed + 1))
         ! grep -Eq "$error_start" "$log" || { bad=$((bad + 1)); echo "--- $(basename "$log") (killed): errors"; cat "$log"; }
     fi
 done
-echo "[valgrind] $((exited + killed)) daemons: $exited exited with 0 errors and 0 bytes definitely or" \
-     "indirectly lost, $killed killed by their test with no error before; $bad with errors"
+echo "[valgrind] $((exited + killed)) daemons: $((exited - exited_bad)) of $exited that exited with 0 errors," \
+     "0 bytes definitely, indirectly or possibly lost and no descriptor open at exit that was not" \
+     "inherited; $killed killed by their test; $bad with findings"
 if [ "$rc" = 0 ] && [ "$bad" = 0 ]; then
     # One full summary, for the record.
     for log in "$work"/valgrind.*.log; do

@@ -102,10 +102,14 @@ void drop_bounding_set(int status_fd) {
     // switch below, and set no_new_privs, so that setuid/setgid bits and file capabilities
     // are ignored by every execve of the session and its descendants (sudo, su, ping...).
     drop_bounding_set(status_fd);
+    // Raw system calls, not glibc's setgroups/setresgid/setresuid: this child comes from a
+    // raw clone3, so glibc still believes it has the daemon's threads, and its wrappers would
+    // signal each of them to change its credentials too and wait, on a futex, for answers
+    // that never come while a worker thread exists. The child then hangs before exec,
+    // holding a copy of every descriptor of the daemon (CrashSafety caught a client whose
+    // connection outlived its SIGKILLed daemon that way). This process has one thread, so
+    // the per-thread system call is the whole change.
     const auto& a = spec.account;
-    // System calls, not glibc's wrappers: the daemon has worker threads, and in a process
-    // made by a raw clone3 glibc would try to make those threads (which this process does
-    // not have) change their ids too. This process is single-threaded; the calls are exact.
     if (::syscall(SYS_setgroups, a.groups.size(), a.groups.data()) < 0) child_fail(status_fd, Step::Groups);
     if (::syscall(SYS_setresgid, a.gid, a.gid, a.gid) < 0) child_fail(status_fd, Step::Gid);
     if (::syscall(SYS_setresuid, a.uid, a.uid, a.uid) < 0) child_fail(status_fd, Step::Uid);
