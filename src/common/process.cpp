@@ -86,4 +86,10 @@ std::optional<std::string> own_cgroup() {
     return cgroup_from_text(*text);
 }
 
+std::optional<std::string> process_cgroup_by_pid(pid_t pid) {
+    const auto text = read_small_file("/proc/" + std::to_string(pid) + "/cgroup");
+    if (!text) return std::nullopt;
+    return cgroup_from_text(*text);
+}
+
 }  // namespace ptyvisor

@@ -23,6 +23,10 @@ std::optional<std::string> cgroup2_mount();
 // The cgroup v2 path of this process ("0::" line of /proc/self/cgroup).
 std::optional<std::string> own_cgroup();
 
+// The same for the process with ID `pid`, for where no pidfd can be had: racy against PID
+// reuse, so a caller confirms what it read some other way.
+std::optional<std::string> process_cgroup_by_pid(pid_t pid);
+
 // Whole-file read of a small /proc or /sys file; nullopt on error.
 std::optional<std::string> read_small_file(const std::string& path);
 

@@ -144,14 +144,18 @@ bool inside_systemd() {
     return backend() == "systemd" && ::stat("/run/systemd/system", &st) == 0;
 }
 
+// The agent runs as the test account: from a copy it can reach, where the build is not.
 std::string agent_binary() {
-    const char* v = std::getenv("PTYVISOR_RELIABILITY_AGENT");
-    if (v != nullptr && *v != '\0') return v;
+    static const std::string path = [] {
+        const char* v = std::getenv("PTYVISOR_RELIABILITY_AGENT");
+        if (v != nullptr && *v != '\0') return reachable_by_account(v);
 #ifdef PTYVISOR_RELIABILITY_AGENT_DEFAULT
-    return PTYVISOR_RELIABILITY_AGENT_DEFAULT;
+        return reachable_by_account(PTYVISOR_RELIABILITY_AGENT_DEFAULT);
 #else
-    return {};
+        return std::string();
 #endif
+    }();
+    return path;
 }
 
 // What the agent unit did: its report, and its latencies to STARTED.

@@ -300,11 +300,11 @@ void SystemdSession::mark_started(const ServiceState& state) {
         // MainPID may already have exited and, in theory, its number been reused: accept the
         // pidfd only if the process it names is in our unit's cgroup and still alive after we
         // looked.
-        if (fd) {
-            const auto cg = read_cgroup(pid);
-            if (!cg || cgroup_leaf(*cg) != unit_ || !pidfd_alive(fd.get())) fd.reset();
-            if (fd) cgroup_ = *cg;
-        }
+        // The unit's cgroup, for SIGNAL, is learnt from its main process, and believed only
+        // if that process is in our unit (a stranger that reused the PID is not). It does not
+        // need the pidfd: where pidfd_open is missing (valgrind), SIGNAL still works.
+        learn_cgroup(pid);
+        if (fd && (cgroup_.empty() || !pidfd_alive(fd.get()))) fd.reset();
         if (fd) {
             sd_event_source* s = nullptr;
             if (sd_event_add_io(conn_->event(), &s, fd.get(), EPOLLIN, &SystemdSession::on_main_pidfd,
@@ -462,9 +462,17 @@ void SystemdSession::report_exited(protocol::ExitStatus status) {
     check_stop_done();
 }
 
-SessionMembers SystemdSession::members() const {
+void SystemdSession::learn_cgroup(pid_t pid) {
+    if (pid <= 0) return;
+    const auto cg = read_cgroup(pid);
+    if (cg && cgroup_leaf(*cg) == unit_) cgroup_ = *cg;
+}
+
+SessionMembers SystemdSession::members() {
     SessionMembers m;
     m.agent = agent_;
+    // Not learnt at start (the main process was not readable then): try again now.
+    if (cgroup_.empty() && !unit_gone_) learn_cgroup(main_pid_);
     if (cgroup_.empty() || unit_gone_) return m;  // no members: ESRCH
     if (const auto mount = cgroup2_mount()) {
         m.cgroup_dir = *mount + cgroup_;

@@ -92,7 +92,9 @@ private:
     void send_stop();
     void resync();
     void read_active_state();
-    [[nodiscard]] SessionMembers members() const;
+    [[nodiscard]] SessionMembers members();
+    // Sets cgroup_ from `pid`'s cgroup, if that is our unit's.
+    void learn_cgroup(pid_t pid);
     void kill_unit(int sig);
     void report_start_failed(std::string why);
     void report_exited(protocol::ExitStatus status);

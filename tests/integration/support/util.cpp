@@ -67,27 +67,31 @@ struct CopyDir {
     }
 };
 
-// The CLI runs as the test account, so the account must be able to reach it. A build under
-// a directory it cannot search made every client exit 127 with no word why; copy it instead.
-std::string reachable_cli(const std::string& built) {
+}  // namespace
+
+// Programs that run as the test account (the CLI, the reliability agent) must be within its
+// reach. A build under a directory it cannot search made every client exit 127 with no word
+// why; such a program is copied instead, under /run: not /tmp, which an agent unit with
+// PrivateTmp= does not share.
+std::string reachable_by_account(const std::string& built) {
     const auto account = lookup_account(account_name());
     if (built.empty() || ::geteuid() != 0 || !account || account_can_execute(*account, built))
         return built;
     static CopyDir copies;
-    std::string tmpl = "/tmp/ptyvisor-itest-bin.XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr || ::chmod(tmpl.c_str(), 0755) != 0) return built;
-    copies.path = tmpl;
-    const std::string copy = tmpl + "/ptyvisor";
+    if (copies.path.empty()) {
+        std::string tmpl = "/run/ptyvisor-itest-bin.XXXXXX";
+        if (::mkdtemp(tmpl.data()) == nullptr || ::chmod(tmpl.c_str(), 0755) != 0) return built;
+        copies.path = tmpl;
+    }
+    const std::string copy = copies.path + "/" + std::filesystem::path(built).filename().string();
     std::error_code ec;
-    std::filesystem::copy_file(built, copy, ec);
+    std::filesystem::copy_file(built, copy, std::filesystem::copy_options::overwrite_existing, ec);
     if (ec || ::chmod(copy.c_str(), 0755) != 0) return built;
     return copy;
 }
 
-}  // namespace
-
 std::string cli_binary() {
-    static const std::string path = reachable_cli(env_or("PTYVISOR_BIN", PTYVISOR_BIN_DEFAULT));
+    static const std::string path = reachable_by_account(env_or("PTYVISOR_BIN", PTYVISOR_BIN_DEFAULT));
     return path;
 }
 std::string backend() { return env_or("PTYVISOR_TEST_BACKEND", "direct"); }

@@ -45,6 +45,9 @@ struct Account {
 // The account the suite's clients run as (env PTYVISOR_TEST_ACCOUNT, default "ptyvisor-test").
 std::string account_name();
 std::optional<Account> lookup_account(const std::string& name);
+// `built`, or a copy of it that the test account can execute when it cannot reach `built`
+// (a clone in /root, mode 0700). Copies go under /run and are removed at exit.
+std::string reachable_by_account(const std::string& built);
 std::optional<Account> lookup_uid(uid_t uid);
 // Whether `account` may execute `path`: asked of the kernel, as the account, in a child.
 bool account_can_execute(const Account& account, const std::string& path);
