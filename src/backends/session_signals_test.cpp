@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -56,29 +57,67 @@ TEST(SessionSignals, StatFieldsSurviveParenthesesInTheCommandName) {
     EXPECT_FALSE(parse_stat_session("4242 (x) S 1"));
 }
 
-// Against the real /proc: a session identified by our own process session, which only we
-// (and whatever else shares it) are in. Signal 0 tests delivery without effect.
+// Against the real /proc: a child that made a process session of its own, which nothing
+// else is in. (Our own session will not do: where its leader lives outside our PID
+// namespace, as in a CI container, getsid() says 0.) Signal 0 tests delivery without effect.
+class SessionOfAChild {
+public:
+    SessionOfAChild() {
+        int ready[2];
+        if (::pipe(ready) != 0) return;
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::close(ready[0]);
+            ::setsid();
+            (void)!::write(ready[1], "x", 1);
+            for (;;) ::pause();
+        }
+        ::close(ready[1]);
+        char c;
+        // The child's write says setsid() is done; EOF would mean it died first.
+        if (pid_ > 0 && ::read(ready[0], &c, 1) != 1) pid_ = -1;
+        ::close(ready[0]);
+    }
+    ~SessionOfAChild() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+    }
+    pid_t pid() const { return pid_; }
+
+private:
+    pid_t pid_ = -1;
+};
+
 TEST(SessionSignals, DeliversToAMemberTheRuleAllows) {
+    SessionOfAChild child;
+    ASSERT_GT(child.pid(), 0);
     SessionMembers m;
     m.agent = ::getuid();
-    m.session_id = ::getsid(0);
+    m.session_id = child.pid();  // a session leader's pid is its session id and its group
     EXPECT_EQ(signal_members(m, 0), 0);
-    EXPECT_EQ(signal_member_group(m, ::getpgrp(), 0), 0);
+    EXPECT_EQ(signal_member_group(m, child.pid(), 0), 0);
 }
 
 TEST(SessionSignals, ProcessesOfAnotherUidAreRefusedWithEperm) {
+    SessionOfAChild child;
+    ASSERT_GT(child.pid(), 0);
     SessionMembers m;
-    m.agent = ::getuid() + 1;  // as if we were a stranger's process in the agent's session
-    m.session_id = ::getsid(0);
+    m.agent = ::getuid() + 1;  // as if the child were a stranger's process in the agent's session
+    m.session_id = child.pid();
     EXPECT_EQ(signal_members(m, 0), EPERM);
-    EXPECT_EQ(signal_member_group(m, ::getpgrp(), 0), EPERM);
+    EXPECT_EQ(signal_member_group(m, child.pid(), 0), EPERM);
 }
 
 TEST(SessionSignals, AGroupOutsideTheSessionIsRefusedWithEsrch) {
+    SessionOfAChild child;
+    ASSERT_GT(child.pid(), 0);
     SessionMembers m;
     m.agent = ::getuid();
-    m.session_id = ::getsid(0);
-    EXPECT_EQ(signal_member_group(m, 1, 0), ::getsid(0) == 1 ? 0 : ESRCH);  // init's group
+    m.session_id = child.pid();
+    EXPECT_EQ(signal_member_group(m, ::getpgrp(), 0), ESRCH);  // our group, not the session's
+    EXPECT_EQ(signal_member_group(m, 1, 0), ESRCH);            // init's group
     EXPECT_EQ(signal_member_group(m, 0, 0), ESRCH);
     SessionMembers nobody = m;
     nobody.session_id = 0;
