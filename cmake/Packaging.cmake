@@ -119,7 +119,7 @@ find_program(PTYVISOR_DPKG_SHLIBDEPS dpkg-shlibdeps)
 if(PTYVISOR_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 else()
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsystemd0 (>= 247), libtomlplusplus3 (>= 3.2.0)")
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libsystemd0 (>= 247), libtomlplusplus3 (>= 3.2.0), libre2-9")
 endif()
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     "${_pv_debian}/conffiles;${_pv_debian}/postinst;${_pv_debian}/prerm;${_pv_debian}/postrm")

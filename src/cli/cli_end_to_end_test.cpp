@@ -93,7 +93,7 @@ struct Peer {
         }
     }
 
-    void started() { send(FrameType::Started, protocol::encode(protocol::Started{"ptyvisor-test.service", 99})); }
+    void started() { send(FrameType::Started, protocol::encode(protocol::Started{"ptyvisor-test.service", 99, {}})); }
 
     void exit_code(int code) {
         protocol::ExitStatus s;

@@ -145,7 +145,7 @@ StartOptions sample_options() {
     return o;
 }
 
-std::string session_started() { return protocol::encode(protocol::Started{"ptyvisor-abc.service", 42}); }
+std::string session_started() { return protocol::encode(protocol::Started{"ptyvisor-abc.service", 42, {}}); }
 
 TEST(ClientStart, CarriesExactlyOneDirectoryFdMatchingDevIno) {
     auto [client, server_fd] = make_pair();

@@ -303,7 +303,8 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
         case FrameType::Resize:
         case FrameType::Signal:
         case FrameType::Stop:
-        case FrameType::StatusRequest: break;
+        case FrameType::StatusRequest:
+        default: break;
     }
     violation("the daemon sent an unexpected " + name + " frame", events);
 }

@@ -6,7 +6,7 @@
 namespace ptyvisor::protocol {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 15> kNames{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 17> kNames{{
     {ErrorCode::BadFrame, "bad_frame"},
     {ErrorCode::UnsupportedVersion, "unsupported_version"},
     {ErrorCode::TooBig, "too_big"},
@@ -22,6 +22,8 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 15> kNames{{
     {ErrorCode::StartFailed, "start_failed"},
     {ErrorCode::Internal, "internal"},
     {ErrorCode::ShuttingDown, "shutting_down"},
+    {ErrorCode::NoSuchSession, "no_such_session"},
+    {ErrorCode::SessionEnded, "session_ended"},
 }};
 
 }  // namespace

@@ -23,6 +23,9 @@ enum class ErrorCode {
     StartFailed,         // the backend could not start the command
     Internal,            // daemon-side failure
     ShuttingDown,        // the daemon is stopping
+    // Version 2.
+    NoSuchSession,       // no session has that id (or it has gone)
+    SessionEnded,        // the session has exited: it takes no input or signal
 };
 
 std::string_view to_string(ErrorCode code);

@@ -4,7 +4,7 @@
 //
 //   offset 0  u8   magic0 'P' (0x50)
 //   offset 1  u8   magic1 'V' (0x56)
-//   offset 2  u8   version (kVersion)
+//   offset 2  u8   version (kOldestVersion..kVersion; a connection speaks its first frame's)
 //   offset 3  u8   type (FrameType)
 //   offset 4  u32  payload length, big-endian
 //
@@ -26,7 +26,11 @@ namespace ptyvisor::protocol {
 
 inline constexpr std::uint8_t kMagic0 = 'P';
 inline constexpr std::uint8_t kMagic1 = 'V';
-inline constexpr std::uint8_t kVersion = 1;
+// The newest version this code speaks, and the oldest it still serves. Version 2 adds the
+// frames of sessions that outlive their connection (types 12 and up); a version 1 frame
+// of those types is an unknown type.
+inline constexpr std::uint8_t kVersion = 2;
+inline constexpr std::uint8_t kOldestVersion = 1;
 inline constexpr std::size_t kHeaderSize = 8;
 
 // Largest payload of any frame (START carries argv and the environment).
@@ -37,6 +41,8 @@ inline constexpr std::uint32_t kMaxIoPayloadSize = 64 * 1024;
 inline constexpr std::uint32_t kMaxControlPayloadSize = 4 * 1024;
 // Largest STATUS reply (a daemon with many sessions).
 inline constexpr std::uint32_t kMaxStatusPayloadSize = kMaxPayloadSize;
+// A session id: the 32 lowercase hex digits of its unit name. SEND's payload begins with it.
+inline constexpr std::size_t kSessionIdLength = 32;
 
 enum class FrameType : std::uint8_t {
     Start = 1,          // client -> server, JSON, carries exactly one fd (the cwd)
@@ -50,14 +56,32 @@ enum class FrameType : std::uint8_t {
     Error = 9,          // server -> client, JSON, last frame of a connection
     StatusRequest = 10, // client -> server, empty, root only
     Status = 11,        // server -> client, JSON
+    // Version 2.
+    Attach = 12,        // client -> server, JSON: join a session by id
+    Attached = 13,      // server -> client, JSON; OUTPUT follows from its offset
+    Detach = 14,        // client -> server, empty: leave; the session goes on
+    Detached = 15,      // server -> client, JSON, last frame of a connection
+    List = 16,          // client -> server, empty
+    Sessions = 17,      // server -> client, JSON, last frame
+    Read = 18,          // client -> server, JSON
+    Log = 19,           // server -> client, JSON; `length` bytes of OUTPUT follow, then close
+    Wait = 20,          // client -> server, JSON
+    Waited = 21,        // server -> client, JSON, last frame
+    Kill = 22,          // client -> server, JSON
+    Killed = 23,        // server -> client, JSON, last frame
+    Send = 24,          // client -> server, 32 hex digits of the id, then the input bytes
+    Sent = 25,          // server -> client, JSON, last frame
+    Dropped = 26,       // server -> client, JSON: output before `offset` is gone
 };
 
 std::string_view to_string(FrameType type);
-bool is_known(std::uint8_t type);
+// Whether `type` is a frame type of protocol `version`.
+bool is_known(std::uint8_t type, std::uint8_t version = kVersion);
 
 struct Header {
     FrameType type;
     std::uint32_t length;
+    std::uint8_t version = kVersion;
 };
 
 // Smallest and largest payload a frame of this type may have.
@@ -72,14 +96,17 @@ struct HeaderResult {
 };
 HeaderResult parse_header(std::span<const std::uint8_t, kHeaderSize> bytes);
 
-void write_header(FrameType type, std::uint32_t length, std::span<std::uint8_t, kHeaderSize> out);
+void write_header(FrameType type, std::uint32_t length, std::span<std::uint8_t, kHeaderSize> out,
+                  std::uint8_t version = kVersion);
 
 // A whole encoded frame. Throws std::length_error if payload exceeds max_payload(type).
-std::vector<std::uint8_t> encode_frame(FrameType type, std::span<const std::uint8_t> payload);
-std::vector<std::uint8_t> encode_frame(FrameType type, std::string_view payload);
+std::vector<std::uint8_t> encode_frame(FrameType type, std::span<const std::uint8_t> payload,
+                                       std::uint8_t version = kVersion);
+std::vector<std::uint8_t> encode_frame(FrameType type, std::string_view payload, std::uint8_t version = kVersion);
 
 struct Frame {
     FrameType type;
+    std::uint8_t version = kVersion;
     std::vector<std::uint8_t> payload;
 
     [[nodiscard]] std::string_view text() const {

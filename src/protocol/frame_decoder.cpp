@@ -28,6 +28,7 @@ FrameDecoder::Status FrameDecoder::next(Frame& out) {
     if (buffered() < kHeaderSize + h.length) return Status::NeedMore;
     const auto first = buffer_.begin() + static_cast<std::ptrdiff_t>(start_ + kHeaderSize);
     out.type = h.type;
+    out.version = h.version;
     out.payload.assign(first, first + h.length);
     start_ += kHeaderSize + h.length;
     // Keep the buffer from creeping: drop consumed bytes once they dominate.

@@ -21,6 +21,9 @@ constexpr FrameType kAllTypes[] = {
     FrameType::Start,  FrameType::Started, FrameType::Input,         FrameType::Output,
     FrameType::Resize, FrameType::Signal,  FrameType::Stop,          FrameType::Exit,
     FrameType::Error,  FrameType::StatusRequest, FrameType::Status,
+    FrameType::Attach, FrameType::Attached, FrameType::Detach, FrameType::Detached, FrameType::List,
+    FrameType::Sessions, FrameType::Read, FrameType::Log, FrameType::Wait, FrameType::Waited,
+    FrameType::Kill, FrameType::Killed, FrameType::Send, FrameType::Sent, FrameType::Dropped,
 };
 
 Bytes header(std::uint8_t m0, std::uint8_t m1, std::uint8_t version, std::uint8_t type,
@@ -54,6 +57,21 @@ std::string sample_payload(FrameType type) {
         case FrameType::Exit: return R"({"status":"exited","code":0,"reason":"exited"})";
         case FrameType::Error: return R"({"code":"busy","message":"no slot"})";
         case FrameType::Status: return R"({"version":"0.1.0","sessions":[]})";
+        case FrameType::Attach: return R"({"id":"0123456789abcdef0123456789abcdef","from":"start"})";
+        case FrameType::Attached:
+        case FrameType::Detached:
+        case FrameType::Sessions:
+        case FrameType::Read:
+        case FrameType::Log:
+        case FrameType::Wait:
+        case FrameType::Waited:
+        case FrameType::Kill:
+        case FrameType::Killed:
+        case FrameType::Sent:
+        case FrameType::Dropped: return R"({"offset":0})";
+        case FrameType::Send: return "0123456789abcdef0123456789abcdefls\r";
+        case FrameType::Detach:
+        case FrameType::List: return "";
     }
     return "";
 }
@@ -128,9 +146,13 @@ TEST(FrameType, NamesAndKnownRange) {
     EXPECT_EQ(to_string(FrameType::StatusRequest), "STATUS_REQUEST");
     EXPECT_EQ(to_string(FrameType::Status), "STATUS");
     EXPECT_FALSE(is_known(0));
-    for (std::uint8_t t = 1; t <= 11; ++t) EXPECT_TRUE(is_known(t)) << int{t};
-    EXPECT_FALSE(is_known(12));
+    for (std::uint8_t t = 1; t <= 11; ++t) EXPECT_TRUE(is_known(t, 1)) << int{t};
+    EXPECT_FALSE(is_known(12, 1));
+    for (std::uint8_t t = 1; t <= 26; ++t) EXPECT_TRUE(is_known(t, 2)) << int{t};
+    EXPECT_FALSE(is_known(27, 2));
     EXPECT_FALSE(is_known(255));
+    EXPECT_EQ(to_string(FrameType::Attach), "ATTACH");
+    EXPECT_EQ(to_string(FrameType::Dropped), "DROPPED");
 }
 
 TEST(FrameType, WireValuesAreStable) {
@@ -145,15 +167,23 @@ TEST(FrameType, WireValuesAreStable) {
     EXPECT_EQ(static_cast<int>(FrameType::Error), 9);
     EXPECT_EQ(static_cast<int>(FrameType::StatusRequest), 10);
     EXPECT_EQ(static_cast<int>(FrameType::Status), 11);
+    EXPECT_EQ(static_cast<int>(FrameType::Attach), 12);
+    EXPECT_EQ(static_cast<int>(FrameType::Detach), 14);
+    EXPECT_EQ(static_cast<int>(FrameType::List), 16);
+    EXPECT_EQ(static_cast<int>(FrameType::Read), 18);
+    EXPECT_EQ(static_cast<int>(FrameType::Wait), 20);
+    EXPECT_EQ(static_cast<int>(FrameType::Kill), 22);
+    EXPECT_EQ(static_cast<int>(FrameType::Send), 24);
+    EXPECT_EQ(static_cast<int>(FrameType::Dropped), 26);
 }
 
-// The worked examples in docs/protocol.md.
+// The worked examples in docs/protocol.md (version 1 frames).
 TEST(FrameWire, DocumentedExamples) {
-    EXPECT_EQ(encode_frame(FrameType::Stop, std::string_view{}),
+    EXPECT_EQ(encode_frame(FrameType::Stop, std::string_view{}, 1),
               (Bytes{0x50, 0x56, 0x01, 0x07, 0x00, 0x00, 0x00, 0x00}));
-    EXPECT_EQ(encode_frame(FrameType::Input, std::string_view{"ls\r"}),
+    EXPECT_EQ(encode_frame(FrameType::Input, std::string_view{"ls\r"}, 1),
               (Bytes{0x50, 0x56, 0x01, 0x03, 0x00, 0x00, 0x00, 0x03, 0x6c, 0x73, 0x0d}));
-    const Bytes resize = encode_frame(FrameType::Resize, std::string_view{R"({"rows":24,"cols":80})"});
+    const Bytes resize = encode_frame(FrameType::Resize, std::string_view{R"({"rows":24,"cols":80})"}, 1);
     EXPECT_EQ(Bytes(resize.begin(), resize.begin() + kHeaderSize),
               (Bytes{0x50, 0x56, 0x01, 0x05, 0x00, 0x00, 0x00, 0x15}));
 }
@@ -291,7 +321,7 @@ TEST(FrameHeader, BadMagic) {
 }
 
 TEST(FrameHeader, BadVersion) {
-    for (std::uint8_t v : std::initializer_list<std::uint8_t>{0, 2, 0x7f, 0xff})
+    for (std::uint8_t v : std::initializer_list<std::uint8_t>{0, 3, 0x7f, 0xff})
         EXPECT_EQ(decode_error_of(header(kMagic0, kMagic1, v, 7, 0)),
                   ErrorCode::UnsupportedVersion)
             << int{v};
@@ -302,9 +332,25 @@ TEST(FrameHeader, MagicIsCheckedBeforeVersion) {
 }
 
 TEST(FrameHeader, UnknownType) {
-    for (std::uint8_t t : std::initializer_list<std::uint8_t>{0, 12, 13, 0x80, 0xff})
+    for (std::uint8_t t : std::initializer_list<std::uint8_t>{0, 27, 28, 0x80, 0xff})
         EXPECT_EQ(decode_error_of(header(kMagic0, kMagic1, kVersion, t, 0)), ErrorCode::BadFrame)
             << int{t};
+}
+
+// A version 1 connection knows nothing of version 2's frames: they are unknown types there.
+TEST(FrameHeader, VersionTwoTypesAreUnknownInVersionOne) {
+    for (std::uint8_t t = 12; t <= 26; ++t) {
+        EXPECT_EQ(decode_error_of(header(kMagic0, kMagic1, 1, t, 2)), ErrorCode::BadFrame) << int{t};
+        EXPECT_TRUE(is_known(t, 2)) << int{t};
+        EXPECT_FALSE(is_known(t, 1)) << int{t};
+    }
+}
+
+TEST(FrameHeader, BothVersionsAreReadAndTheFrameSaysWhich) {
+    for (std::uint8_t v : {std::uint8_t{1}, std::uint8_t{2}}) {
+        const Frame f = decode_one(encode_frame(FrameType::Stop, std::string_view{}, v));
+        EXPECT_EQ(f.version, v);
+    }
 }
 
 TEST(FrameHeader, ParseHeaderDirectly) {
@@ -425,7 +471,7 @@ TEST(FrameSplit, RandomSplitsOfARandomStream) {
             for (auto& byte : payload) byte = static_cast<std::uint8_t>(rng());
             const auto one = encode_frame(t, std::span<const std::uint8_t>(payload));
             wire.insert(wire.end(), one.begin(), one.end());
-            sent.push_back(Frame{t, std::move(payload)});
+            sent.push_back(Frame{t, kVersion, std::move(payload)});
         }
         FrameDecoder d;
         std::vector<Frame> got;
@@ -454,7 +500,7 @@ TEST(FrameSplit, RandomSplitsOfARandomStream) {
 
 TEST(FrameFailure, DecoderStaysFailed) {
     FrameDecoder d;
-    feed(d, header(kMagic0, kMagic1, 2, 7, 0));
+    feed(d, header(kMagic0, kMagic1, 3, 7, 0));
     Frame f{};
     ASSERT_EQ(d.next(f), FrameDecoder::Status::Failed);
     ASSERT_EQ(d.error(), ErrorCode::UnsupportedVersion);

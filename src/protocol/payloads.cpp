@@ -185,17 +185,16 @@ int ExitStatus::shell_status() const {
 }
 
 std::string encode(const StartRequest& v) {
-    return dump(json{{"argv", v.argv},
-                     {"env", v.env},
-                     {"cwd_dev", v.cwd_dev},
-                     {"cwd_ino", v.cwd_ino},
-                     {"term", v.term},
-                     {"rows", v.size.rows},
-                     {"cols", v.size.cols}});
+    json j{{"argv", v.argv}, {"env", v.env},   {"cwd_dev", v.cwd_dev},   {"cwd_ino", v.cwd_ino},
+           {"term", v.term}, {"rows", v.size.rows}, {"cols", v.size.cols}};
+    if (v.detach) j["detach"] = true;  // only then: a version 1 server reads what it knows
+    return dump(j);
 }
 
 std::string encode(const Started& v) {
-    return dump(json{{"unit", bounded_text(v.unit, 256)}, {"pid", v.pid}});
+    json j{{"unit", bounded_text(v.unit, 256)}, {"pid", v.pid}};
+    if (!v.id.empty()) j["id"] = bounded_text(v.id, 32);
+    return dump(j);
 }
 
 std::string encode(const WindowSize& v) { return dump(json{{"rows", v.rows}, {"cols", v.cols}}); }
@@ -258,6 +257,7 @@ Decoded<StartRequest> decode_start(std::string_view text) {
         !get_string(*o, "term", kMaxTermLength, v.term, why, /*required=*/false) ||
         !get_window(*o, v.size, why))
         return Decoded<StartRequest>::fail(why);
+    if (o->contains("detach") && !get_bool(*o, "detach", v.detach, why)) return Decoded<StartRequest>::fail(why);
     if (v.argv.empty() || v.argv[0].empty())
         return Decoded<StartRequest>::fail("'argv' must name a command");
     for (const auto& e : v.env)
@@ -274,7 +274,8 @@ Decoded<Started> decode_started(std::string_view text) {
     if (!o) return Decoded<Started>::fail(why);
     Started v;
     if (!get_string(*o, "unit", 256, v.unit, why) ||
-        !get_int(*o, "pid", 0, INT32_MAX, v.pid, why))
+        !get_int(*o, "pid", 0, INT32_MAX, v.pid, why) ||
+        !get_string(*o, "id", 32, v.id, why, /*required=*/false))
         return Decoded<Started>::fail(why);
     return {std::move(v), {}};
 }

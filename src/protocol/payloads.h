@@ -52,12 +52,14 @@ struct StartRequest {
     std::uint64_t cwd_ino = 0;      // st_ino of that directory
     std::string term;               // TERM for the session; empty means "dumb"
     WindowSize size;
+    bool detach = false;            // version 2: the session outlives this connection
     bool operator==(const StartRequest&) const = default;
 };
 
 struct Started {
     std::string unit;
     std::int64_t pid = 0;
+    std::string id;  // the session's id (the unit name's 32 hex digits); absent before 0.2
     bool operator==(const Started&) const = default;
 };
 

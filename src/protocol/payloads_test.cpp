@@ -94,7 +94,7 @@ TEST(PayloadRoundTrip, StartAtMaxArgcAndEnvc) {
 TEST(PayloadRoundTrip, Started) {
     for (std::int64_t pid : {std::int64_t{0}, std::int64_t{1}, std::int64_t{4242},
                              std::int64_t{std::numeric_limits<std::int32_t>::max()}}) {
-        const Started s{"ptyvisor-0123456789abcdef0123456789abcdef.service", pid};
+        const Started s{"ptyvisor-0123456789abcdef0123456789abcdef.service", pid, "0123456789abcdef0123456789abcdef"};
         const auto d = decode_started(encode(s));
         ASSERT_TRUE(d) << d.error;
         EXPECT_EQ(*d.value, s);
@@ -482,7 +482,7 @@ TEST(PayloadReject, ValidJsonOfTheWrongPayloadIsRefused) {
     // rows and cols, so it also reads as a RESIZE (bit 2).
     const std::vector<std::pair<std::string, unsigned>> texts = {
         {encode(sample_start()), 0b000101u},
-        {encode(Started{"u", 1}), 0b000010u},
+        {encode(Started{"u", 1, {}}), 0b000010u},
         {encode(WindowSize{}), 0b000100u},
         {encode(SignalRequest{2, SignalTarget::Session}), 0b001000u},
         {encode(ExitStatus{}), 0b010000u},

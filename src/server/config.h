@@ -22,7 +22,8 @@ struct Limits {
     std::uint32_t admissions_per_minute = 120;
     std::uint32_t socket_buffer_bytes = 128 * 1024;
     std::uint32_t held_input_bytes = 256 * 1024;    // INPUT held before exec, and when the PTY is full
-    std::uint32_t output_buffer_bytes = 256 * 1024; // OUTPUT queued for a slow client
+    std::uint32_t output_buffer_bytes = 256 * 1024; // OUTPUT a bound session's client may lag behind
+    std::uint64_t output_log_bytes = 2 * 1024 * 1024; // each session's output log (OutputLog)
 };
 
 struct Timeouts {
@@ -30,6 +31,7 @@ struct Timeouts {
     std::chrono::duration<double> operation{10.0};  // a client write may stall this long
     std::chrono::duration<double> drain{2.0};       // output drain after the command exits
     std::chrono::duration<double> cleanup{15.0};    // stopping one session, of its own
+    std::chrono::duration<double> retention{300.0}; // an exited detached session's status and log
 };
 
 struct Config {
@@ -39,6 +41,7 @@ struct Config {
     std::vector<std::string> allow_units;
     std::string unit_prefix = "ptyvisor";
     std::string state_directory = "/run/ptyvisor";
+    std::string observer_group;  // its members may observe sessions (and root); empty: root only
     Limits limits;
     Timeouts timeouts;
     std::map<std::string, std::string> session_properties;

@@ -13,6 +13,7 @@
 #include "common/linux.h"
 #include "common/log.h"
 #include "protocol/fd_passing.h"
+#include "protocol/session_payloads.h"
 #include "server/pty.h"
 #include "server/server.h"
 #include "server/session_environment.h"
@@ -62,17 +63,6 @@ struct Connection::StartCheck {
     }
 };
 
-template <class F>
-auto Connection::guarded(const char* where, F f) {
-    return [this, where, f = std::move(f)](auto&&... args) {
-        try {
-            f(std::forward<decltype(args)>(args)...);
-        } catch (...) {
-            on_exception(where);
-        }
-    };
-}
-
 void Connection::on_exception(const char* where) noexcept {
     std::string what = "unknown exception";
     try {
@@ -84,7 +74,7 @@ void Connection::on_exception(const char* where) noexcept {
     try {
         log_error("connection failed", {{"WHERE", where}, {"ERROR", what}, {"PEER_PID", std::to_string(peer_pid())}});
         if (phase_ == Phase::Closed) return;
-        if (exit_queued_) return close();
+        if (last_queued_) return close();
         send_error(ErrorCode::Internal, "internal error; the connection ends");
     } catch (...) {
         try {
@@ -96,9 +86,14 @@ void Connection::on_exception(const char* where) noexcept {
 }
 
 Connection::Connection(Server& server, UniqueFd socket, PeerIdentity peer)
-    : server_(server), socket_(std::move(socket)), peer_(std::move(peer)), serial_(server.next_serial()) {}
+    : server_(server), socket_(std::move(socket)), peer_(std::move(peer)), serial_(server.next_serial()) {
+    out_.set_version(version_);
+}
 
-Connection::~Connection() = default;
+Connection::~Connection() {
+    // The registry outlives every connection; a session still attached forgets this one.
+    if (session_) session_->detach(this, /*disconnected=*/true);
+}
 
 int Connection::begin() {
     const int size = static_cast<int>(server_.config().limits.socket_buffer_bytes);
@@ -111,12 +106,15 @@ int Connection::begin() {
                      guarded("handshake timer", [this] { on_handshake_timeout(); }));
 }
 
-SessionStatus Connection::status() const {
-    return {session_ ? session_->unit() : std::string(), session_ ? session_->main_pid() : 0,
-            peer_.cred.pid, started_at_, bytes_in_, bytes_out_, argv0_};
-}
+// ---- Reading the client ------------------------------------------------------------------
 
-// ---- Handshake -------------------------------------------------------------------------
+// Whether the socket is read now: not while a worker or the backend answers about the
+// START, not once the last frame is queued, and not while the session holds as much of this
+// controller's input as it may (backpressure).
+bool Connection::reading() const {
+    if (awaiting_answer() || last_queued_ || socket_eof_) return false;
+    return !(session_ && role_ == Role::Controller && session_->input_full());
+}
 
 void Connection::on_socket(std::uint32_t revents) {
     if (revents & EPOLLOUT) flush_output();
@@ -127,17 +125,17 @@ void Connection::on_socket(std::uint32_t revents) {
         if (hangup) close();
         return;
     }
-    if (exit_queued_) {
+    if (last_queued_) {
         // Only the last frame is left to send; nothing the client says matters any more.
         if (revents & (EPOLLHUP | EPOLLERR)) close();
         return;
     }
-    if (held_input_.size() >= server_.config().limits.held_input_bytes) {
-        // Not reading (backpressure), but a hang-up is still news: it ends the session.
+    if (!reading()) {
+        // Not reading (backpressure), but a hang-up is still news: the client is gone.
         if (hangup) {
             socket_eof_ = true;
-            end(ExitReason::Disconnected);
-            update_socket_events();
+            leave_session(/*disconnected=*/true);
+            close();
         }
         return;
     }
@@ -146,8 +144,7 @@ void Connection::on_socket(std::uint32_t revents) {
 
 void Connection::receive() {
     std::uint8_t buffer[protocol::kHeaderSize + protocol::kMaxIoPayloadSize];
-    const auto input_limit = server_.config().limits.held_input_bytes;
-    while (phase_ != Phase::Closed && !socket_eof_ && held_input_.size() < input_limit) {
+    while (phase_ != Phase::Closed && reading()) {
         auto got = protocol::receive_with_fds(socket_.get(), buffer);
         if (got.error == EAGAIN || got.error == EINTR) break;
         if (got.error != 0) {
@@ -169,13 +166,13 @@ void Connection::receive() {
         decoder_.feed(std::span(buffer, got.bytes));
         if (!handle_decoded_frames()) return update_socket_events();
     }
-    if (socket_eof_) {
-        if (phase_ == Phase::Handshake) {
+    if (socket_eof_ && phase_ != Phase::Closed) {
+        if (phase_ == Phase::Handshake && !waiter_)
             log_debug("client left during the handshake", {{"PEER_PID", std::to_string(peer_pid())}});
-            return close();
-        }
-        if (exit_queued_) return close();
-        end(ExitReason::Disconnected);
+        // A client that half-closes after its request still gets the reply; otherwise it
+        // is gone, and so is a session bound to it.
+        if (!last_queued_ && !waiter_) leave_session(/*disconnected=*/true);
+        if (!last_queued_ || !waiter_) return close();
     }
     update_socket_events();
 }
@@ -183,11 +180,19 @@ void Connection::receive() {
 bool Connection::handle_decoded_frames() {
     protocol::Frame frame;
     for (;;) {
-        if (phase_ == Phase::Closed || exit_queued_ || awaiting_answer()) return false;
+        if (phase_ == Phase::Closed || last_queued_ || awaiting_answer() || waiter_) return false;
         const auto status = decoder_.next(frame);
         if (status == protocol::FrameDecoder::Status::NeedMore) return true;
         if (status == protocol::FrameDecoder::Status::Failed) {
             send_error(decoder_.error(), "malformed frame header");
+            return false;
+        }
+        if (!version_known_) {
+            version_known_ = true;
+            version_ = frame.version;
+            out_.set_version(version_);
+        } else if (frame.version != version_) {
+            send_error(ErrorCode::UnsupportedVersion, "a connection speaks one protocol version");
             return false;
         }
         handle_frame(frame);
@@ -195,64 +200,29 @@ bool Connection::handle_decoded_frames() {
 }
 
 void Connection::handle_frame(protocol::Frame& frame) {
-    if (phase_ == Phase::Handshake) {
-        if (frame.type == FrameType::Start) return handle_start(frame);
-        if (frame.type == FrameType::StatusRequest) return handle_status_request();
-        return send_error(ErrorCode::UnexpectedFrame,
-                          "expected START, got " + std::string(protocol::to_string(frame.type)));
-    }
-    if (phase_ == Phase::Ending) return;  // the session is over; late input is dropped
+    if (phase_ == Phase::Relay) return handle_relay_frame(frame);
     switch (frame.type) {
-        case FrameType::Input: return handle_input(frame);
-        case FrameType::Resize: {
-            const auto size = protocol::decode_resize(frame.text());
-            if (!size) return send_error(ErrorCode::BadFrame, "RESIZE: " + size.error);
-            set_window_size(master_.get(), *size.value);
-            return;
-        }
-        case FrameType::Signal: {
-            const auto sig = protocol::decode_signal(frame.text());
-            if (!sig) return send_error(ErrorCode::BadFrame, "SIGNAL: " + sig.error);
-            if (sig.value->target != protocol::SignalTarget::Foreground) {
-                session_->signal_all(sig.value->signal);
-                return;
-            }
-            // Not TIOCSIG: the pty driver takes only SIGINT, SIGQUIT and SIGTSTP from it. The
-            // group is the terminal's, but only its processes in this session that the agent
-            // could signal are signalled; a signal that reaches nobody is refused, never lost.
-            const pid_t group = ::tcgetpgrp(master_.get());
-            const int e = session_->signal_foreground_group(group, sig.value->signal);
-            // Once the command has exited, the EXIT that follows says why nothing was left to
-            // signal; an ERROR would replace it and lose the exit status.
-            if (e != 0 && !exited_)
-                return send_error(ErrorCode::NotAllowed,
-                                  "SIGNAL " + std::to_string(sig.value->signal) +
-                                      ": the terminal's foreground process group " + std::to_string(group) +
-                                      (e == EPERM ? " is not the agent's" : " has no process in the session"));
-            return;
-        }
-        case FrameType::Stop:
-            // STARTED precedes EXIT: a STOP that overtakes the start waits for it, as the
-            // INPUT sent with it does.
-            if (phase_ == Phase::Starting) {
-                stop_after_start_ = true;
-                return;
-            }
-            return end(ExitReason::Stopped);
+        case FrameType::Start: return handle_start(frame);
+        case FrameType::StatusRequest: return handle_status_request();
+        case FrameType::Attach: return handle_attach(frame);
+        case FrameType::List: return handle_list();
+        case FrameType::Read: return handle_read(frame);
+        case FrameType::Wait: return handle_wait(frame);
+        case FrameType::Kill: return handle_kill(frame);
+        case FrameType::Send: return handle_send(frame);
         default:
             return send_error(ErrorCode::UnexpectedFrame,
-                              std::string(protocol::to_string(frame.type)) + " is not allowed in a session");
+                              "expected START, got " + std::string(protocol::to_string(frame.type)));
     }
 }
 
 void Connection::handle_status_request() {
     if (peer_.cred.uid != 0) return send_error(ErrorCode::NotAllowed, "status is for root only");
     if (!start_fds_.empty()) return send_error(ErrorCode::WrongFdCount, "STATUS_REQUEST carries no descriptor");
-    out_.push(FrameType::Status, server_.status_json());
-    exit_queued_ = true;
-    leave_handshake();
-    flush_output();
+    reply(FrameType::Status, server_.status_json());
 }
+
+// ---- Starting a session ------------------------------------------------------------------
 
 void Connection::handle_start(const protocol::Frame& frame) {
     const auto& account = server_.account();
@@ -275,6 +245,7 @@ void Connection::handle_start(const protocol::Frame& frame) {
     spec.account = account;
     spec.properties = server_.config().session_properties;
     size_ = request.value->size;
+    detach_requested_ = version_ >= 2 && request.value->detach;
     check->resolver = server_.backend().resolver();
     start_check_ = check;
     start_checked_ = std::make_shared<BlockingWorker::Completion>(guarded("start check", [this] { on_start_checked(); }));
@@ -323,7 +294,7 @@ void Connection::authorize_start(bool rechecked) {
 void Connection::on_peer_rechecked() {
     // The backend holds a copy of peer_recheck_ while it calls us: resetting it is safe.
     peer_recheck_.reset();
-    if (phase_ != Phase::Handshake || exit_queued_ || !spec_) return;
+    if (phase_ != Phase::Handshake || last_queued_ || !spec_) return;
     authorize_start(true);
     // Frames the client sent behind START were left in the decoder and the socket.
     if (handle_decoded_frames()) receive();
@@ -331,51 +302,36 @@ void Connection::on_peer_rechecked() {
 }
 
 void Connection::start_session() {
-    const auto& account = server_.account();
-    PtyPair pty;
-    if (const int e = open_pty(account.uid, server_.terminal_group(), size_, pty); e != 0)
-        return send_error(ErrorCode::StartFailed, std::string("cannot allocate a terminal: ") + std::strerror(e));
-    master_ = std::move(pty.master);
-
     backends::SessionSpec spec = std::move(*spec_);
     spec_.reset();
-    spec.unit_name = server_.new_unit_name();
-    spec.tty = std::move(pty.peer);
-    spec.tty_path = pty.peer_path;
-    argv0_ = spec.argv.front();
-    const std::string unit = spec.unit_name;
-
-    backends::SessionEvents events;
-    events.on_started = guarded("session started", [this](pid_t pid) { on_started(pid); });
-    events.on_start_failed = guarded("session start failed", [this](std::string why) { on_start_failed(why); });
-    events.on_exited = guarded("session exited", [this](protocol::ExitStatus s) { on_exited(std::move(s)); });
+    const std::string argv0 = spec.argv.front();
+    Session& session = server_.sessions().create(detach_requested_);
+    session_ = &session;
+    role_ = Role::Controller;
+    holds_session_slot_ = false;  // the session's now
     std::string why;
-    session_ = server_.backend().start(std::move(spec), std::move(events), why);
+    const bool ok = session.start(std::move(spec), size_, this, why);
     // The backend is done with the directory (the session has it, or systemd its path).
     server_.worker().dispose(std::move(cwd_));
-    if (!session_) return send_error(ErrorCode::StartFailed, why);
-    phase_ = Phase::Starting;
-    started_at_ = static_cast<std::int64_t>(std::time(nullptr));
-    add_io(server_.event(), pty_source_, master_.get(), EPOLLIN, guarded("terminal", [this](std::uint32_t r) { on_pty(r); }));
-    update_pty_events();  // nothing is read before STARTED is sent: OUTPUT never precedes it
-    log_info("session starting", {{"UNIT", unit}, {"PEER_PID", std::to_string(peer_pid())},
-                                  {"PEER_UID", std::to_string(peer_.cred.uid)}, {"ARGV0", argv0_}});
+    if (!ok) return send_error(ErrorCode::StartFailed, why);
+    phase_ = Phase::Relay;
+    log_info("session starting", {{"UNIT", session.unit()}, {"PEER_PID", std::to_string(peer_pid())},
+                                  {"PEER_UID", std::to_string(peer_.cred.uid)}, {"ARGV0", argv0},
+                                  {"DETACHED", detach_requested_ ? "yes" : "no"}});
 }
 
-void Connection::on_started(pid_t pid) {
-    if (phase_ != Phase::Starting) return;
-    phase_ = Phase::Running;
-    started_ = true;
+void Connection::session_started() {
+    if (!session_ || relaying_ || last_queued_) return;
     handshake_timer_.reset();
-    out_.push(FrameType::Started, protocol::encode(protocol::Started{session_->unit(), pid}));
-    log_info("session started", {{"UNIT", session_->unit()}, {"MAIN_PID", std::to_string(pid)}});
-    write_held_input();
+    relaying_ = true;
+    cursor_ = session_->log().start();
+    out_.push(FrameType::Started,
+              protocol::encode(protocol::Started{session_->unit(), session_->main_pid(), session_->id()}));
     flush_output();
-    if (stop_after_start_ && phase_ == Phase::Running) end(ExitReason::Stopped);
 }
 
-void Connection::on_start_failed(const std::string& why) {
-    log_warning("session failed to start", {{"UNIT", session_->unit()}, {"ERROR", why}});
+void Connection::session_start_failed(const std::string& why) {
+    if (relaying_) return;
     send_error(ErrorCode::StartFailed, why);
 }
 
@@ -384,231 +340,223 @@ void Connection::on_handshake_timeout() {
         return send_error(ErrorCode::StartFailed, "the working directory or the command did not answer in time");
     if (peer_recheck_)
         return send_error(ErrorCode::NotAllowed, "the peer could not be verified in time");
-    if (phase_ == Phase::Handshake) {
+    if (phase_ == Phase::Handshake && !waiter_) {
         ++server_.admission().counters().handshake_timeouts;
         return send_error(ErrorCode::HandshakeTimeout, "START did not arrive in time");
     }
-    if (phase_ == Phase::Starting) send_error(ErrorCode::StartFailed, "the command did not start in time");
+    if (session_ && !relaying_) send_error(ErrorCode::StartFailed, "the command did not start in time");
 }
 
-// ---- Relay -----------------------------------------------------------------------------
+// ---- Relay -------------------------------------------------------------------------------
 
-void Connection::handle_input(const protocol::Frame& frame) {
-    bytes_in_ += frame.payload.size();
-    held_input_.insert(held_input_.end(), frame.payload.begin(), frame.payload.end());
-    if (phase_ == Phase::Running) write_held_input();
-}
-
-void Connection::write_held_input() {
-    while (!held_input_.empty()) {
-        const ssize_t n = ::write(master_.get(), held_input_.data(), held_input_.size());
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN) break;
-            held_input_.clear();
-            if (errno == EIO) break;  // the terminal has no reader left; the end is near
-            return end(ExitReason::InputFailed);
+void Connection::handle_relay_frame(protocol::Frame& frame) {
+    if (!session_ || session_->state() == Session::State::Ended || session_->state() == Session::State::Ending)
+        return;  // the session is over; late frames are dropped
+    if (frame.type == FrameType::Detach) return handle_detach();
+    const bool control = frame.type == FrameType::Input || frame.type == FrameType::Resize ||
+                         frame.type == FrameType::Signal || frame.type == FrameType::Stop;
+    if (!control)
+        return send_error(ErrorCode::UnexpectedFrame,
+                          std::string(protocol::to_string(frame.type)) + " is not allowed in a session");
+    if (role_ != Role::Controller)
+        return send_error(ErrorCode::NotAllowed, "an observer only reads; " + std::string(protocol::to_string(frame.type)) +
+                                                     " is for the controller");
+    switch (frame.type) {
+        case FrameType::Input:
+            session_->write_input(frame.payload);
+            return update_socket_events();
+        case FrameType::Resize: {
+            const auto size = protocol::decode_resize(frame.text());
+            if (!size) return send_error(ErrorCode::BadFrame, "RESIZE: " + size.error);
+            session_->resize(*size.value);
+            return;
         }
-        held_input_.erase(held_input_.begin(), held_input_.begin() + n);
+        case FrameType::Signal: return handle_signal(frame);
+        case FrameType::Stop: return session_->stop(ExitReason::Stopped);
+        default: return;
     }
-    if (held_input_.empty()) held_input_.shrink_to_fit();
-    update_pty_events();
-    update_socket_events();
 }
 
-void Connection::on_pty(std::uint32_t revents) {
-    if ((revents & EPOLLOUT) && phase_ == Phase::Running) write_held_input();
-    if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_pty();
+void Connection::handle_signal(const protocol::Frame& frame) {
+    const auto sig = protocol::decode_signal(frame.text());
+    if (!sig) return send_error(ErrorCode::BadFrame, "SIGNAL: " + sig.error);
+    pid_t group = -1;
+    const int e = session_->signal(*sig.value, group);
+    // A signal that reaches nobody is refused, never lost: unless the command has exited,
+    // when the EXIT that follows says why nothing was left to signal (an ERROR would
+    // replace it and lose the exit status).
+    if (e == 0 || session_->state() != Session::State::Running) return;
+    if (sig.value->target != protocol::SignalTarget::Foreground) return;
+    send_error(ErrorCode::NotAllowed, "SIGNAL " + std::to_string(sig.value->signal) +
+                                          ": the terminal's foreground process group " + std::to_string(group) +
+                                          (e == EPERM ? " is not the agent's" : " has no process in the session"));
 }
 
-void Connection::read_pty() {
-    // Output goes out only between STARTED and the last frame.
-    if (!started_ || exit_queued_) return;
-    const std::size_t limit = server_.config().limits.output_buffer_bytes;
-    while (master_ && !pty_closed_ && out_.size() < limit) {
-        auto space = out_.prepare_output(protocol::kMaxIoPayloadSize);
-        const ssize_t n = ::read(master_.get(), space.data(), space.size());
-        if (n > 0) {
-            out_.commit_output(static_cast<std::size_t>(n));
-            bytes_out_ += static_cast<std::uint64_t>(n);
-            continue;
-        }
-        out_.commit_output(0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) break;
-        // EIO: every holder of the terminal's peer has closed it; all output is in.
-        pty_closed_ = true;
-        if (n < 0 && errno != EIO && !ending_) {
-            flush_output();
-            return end(ExitReason::OutputFailed);
-        }
-    }
+void Connection::session_input_room() { update_socket_events(); }
+
+void Connection::session_changed() {
+    if (waiter_) return check_wait();
     flush_output();
-    if (phase_ == Phase::Closed) return;
-    update_pty_events();
-    if (pty_closed_) maybe_finish();
+}
+
+void Connection::session_gone() {
+    session_ = nullptr;
+    if (phase_ == Phase::Closed || last_queued_) return;
+    if (waiter_) return finish_wait(false, "gone");
+    send_error(ErrorCode::NoSuchSession, "the session has gone");
+}
+
+void Connection::session_taken_over() {
+    session_ = nullptr;  // the session has let go of this connection already
+    if (phase_ == Phase::Closed || last_queued_) return;
+    out_.push(FrameType::Detached, protocol::encode(protocol::DetachedReply{cursor_, "taken_over"}));
+    last_queued_ = true;
+    flush_output();
+}
+
+void Connection::handle_detach() {
+    if (role_ == Role::Controller) session_->make_detached();
+    Session* session = session_;
+    session_ = nullptr;
+    session->detach(this, /*disconnected=*/false);
+    server_.sessions().client_left(session);
+    out_.push(FrameType::Detached, protocol::encode(protocol::DetachedReply{cursor_, "detached"}));
+    last_queued_ = true;
+    flush_output();
+}
+
+// Copies what the log holds past this client's cursor into OUTPUT frames, up to kPumpBytes
+// queued; then, once the session has ended and all of it is queued, the EXIT.
+void Connection::pump_output() {
+    constexpr std::size_t kPumpBytes = 256 * 1024;
+    if (!session_ || !relaying_ || last_queued_) return;
+    const OutputLog& log = session_->log();
+    bool advanced = false;
+    if (discard_output_) cursor_ = log.end();
+    if (cursor_ < log.start()) {
+        // This reader fell behind the log: say so, and go on from the oldest byte held.
+        out_.push(FrameType::Dropped, protocol::encode(protocol::DroppedNotice{log.start(), log.start() - cursor_}));
+        cursor_ = log.start();
+        advanced = true;
+    }
+    while (out_.size() < kPumpBytes && cursor_ < log.end()) {
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(log.end() - cursor_, protocol::kMaxIoPayloadSize));
+        const auto view = log.view(cursor_, n);
+        auto space = out_.prepare_output(view.size());
+        std::memcpy(space.data(), view.first.data(), view.first.size());
+        if (!view.second.empty()) std::memcpy(space.data() + view.first.size(), view.second.data(), view.second.size());
+        out_.commit_output(view.size());
+        cursor_ += view.size();
+        advanced = true;
+    }
+    if (session_->state() == Session::State::Ended && cursor_ == log.end() && !session_->failed_to_start()) {
+        out_.push(FrameType::Exit, protocol::encode(*session_->exit_status()));
+        last_queued_ = true;
+    }
+    if (advanced) session_->client_advanced();
 }
 
 void Connection::flush_output() {
-    if (!socket_ || output_held_) return;
-    bool progress = false;
-    switch (out_.flush(socket_.get(), progress)) {
-        case OutputQueue::Flush::Drained:
-            stall_timer_.reset();
-            if (exit_queued_) return close();
-            break;
-        case OutputQueue::Flush::Blocked:
-            // The operation timeout runs from the last byte the client took.
-            if (progress || !stall_timer_)
-                rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
-                            guarded("stall timer", [this] { on_stalled(); }));
-            break;
-        case OutputQueue::Flush::Failed:
-            // The client is gone: what it did not take is dropped, and nothing more is sent.
-            out_ = OutputQueue();
-            socket_eof_ = true;
-            set_io_events(socket_source_, 0);
-            if (exit_queued_ || phase_ == Phase::Handshake) return close();
-            end(ExitReason::Disconnected);
-            return;
+    if (!socket_ || output_held_ || phase_ == Phase::Closed) return;
+    pump_output();
+    for (;;) {
+        bool progress = false;
+        switch (out_.flush(socket_.get(), progress)) {
+            case OutputQueue::Flush::Drained:
+                stall_timer_.reset();
+                if (last_queued_) return close();
+                // The queue took all it had: more of the log may be waiting.
+                if (session_ && relaying_ && cursor_ < session_->log().end()) {
+                    pump_output();
+                    continue;
+                }
+                if (session_ && relaying_ && session_->state() == Session::State::Ended) {
+                    pump_output();
+                    if (last_queued_) continue;
+                }
+                break;
+            case OutputQueue::Flush::Blocked:
+                // The operation timeout runs from the last byte the client took.
+                if (progress || !stall_timer_)
+                    rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
+                                guarded("stall timer", [this] { on_stalled(); }));
+                break;
+            case OutputQueue::Flush::Failed:
+                // The client is gone: what it did not take is dropped, and nothing more is sent.
+                out_ = OutputQueue();
+                socket_eof_ = true;
+                leave_session(/*disconnected=*/true);
+                return close();
+        }
+        break;
     }
     update_socket_events();
-    update_pty_events();
 }
 
 void Connection::on_stalled() {
     log_warning("client stalled", {{"PEER_PID", std::to_string(peer_pid())}});
-    if (exit_queued_ || !session_) return close();
-    end(ExitReason::ClientStalled);
+    if (last_queued_ || !session_) return close();
+    if (role_ == Role::Controller && !session_->detached()) {
+        // A bound session waits for its client; one that stops reading ends it. What it
+        // did not take is dropped, and the EXIT follows if it ever reads again.
+        out_.drop_unsent();
+        discard_output_ = true;
+        session_->stop(ExitReason::ClientStalled);
+        return;
+    }
+    // Anyone else is only cut off: the session goes on without it.
+    leave_session(/*disconnected=*/false);
+    close();
 }
 
 void Connection::update_socket_events() {
     if (!socket_source_ || phase_ == Phase::Closed) return;
     std::uint32_t events = 0;
     if (awaiting_answer()) events |= EPOLLRDHUP;
-    else if (!socket_eof_ && !exit_queued_) {
+    else if (!socket_eof_ && !last_queued_) {
         events |= EPOLLRDHUP;
-        if (held_input_.size() < server_.config().limits.held_input_bytes) events |= EPOLLIN;
+        if (reading() && !waiter_) events |= EPOLLIN;
     }
     if (!out_.empty()) events |= EPOLLOUT;
     set_io_events(socket_source_, events);
 }
 
-void Connection::update_pty_events() {
-    if (!pty_source_) return;
-    std::uint32_t events = 0;
-    if (started_ && !exit_queued_ && !pty_closed_ &&
-        out_.size() < server_.config().limits.output_buffer_bytes)
-        events |= EPOLLIN;
-    if (!held_input_.empty() && phase_ == Phase::Running && !pty_closed_) events |= EPOLLOUT;
-    set_io_events(pty_source_, events);
+// Leaves the session this connection is attached to, if any. `disconnected`: without a
+// DETACH, which ends a bound session when this is its controller.
+void Connection::leave_session(bool disconnected) {
+    Session* session = session_;
+    if (!session) return;
+    session_ = nullptr;
+    session->detach(this, disconnected);
+    server_.sessions().client_left(session);
 }
 
-// ---- End -------------------------------------------------------------------------------
+// ---- End ---------------------------------------------------------------------------------
 
-void Connection::on_exited(protocol::ExitStatus status) {
-    exited_ = true;
-    exit_status_ = std::move(status);
-    log_info("session command exited", {{"UNIT", session_->unit()},
-                                        {"EXIT", std::to_string(exit_status_.shell_status())}});
-    if (!ending_) {
-        ending_ = true;
-        reason_ = exit_status_.reason;
-        phase_ = Phase::Ending;
-        start_drain_timer();
-        read_pty();
-        return;
-    }
-    maybe_finish();
-}
-
-void Connection::end(ExitReason reason) {
-    if (ending_ || phase_ == Phase::Closed) return;
-    ending_ = true;
-    reason_ = reason;
-    phase_ = Phase::Ending;
-    if (reason == ExitReason::Disconnected || reason == ExitReason::ClientStalled) out_.drop_unsent();
-    if (session_) return stop_session();
-    maybe_finish();
-}
-
-void Connection::stop_session() {
-    if (stop_requested_) return;
-    stop_requested_ = true;
-    const auto deadline = backends::Clock::now() +
-                          std::chrono::duration_cast<backends::Clock::duration>(server_.config().timeouts.cleanup);
-    session_->stop(deadline, guarded("session stopped", [this](bool ok, std::string why) { on_stopped(ok, why); }));
-}
-
-void Connection::on_stopped(bool ok, const std::string& why) {
-    stopped_ = true;
-    if (holds_session_slot_) {
-        holds_session_slot_ = false;
-        server_.admission().release_session();
-    }
-    if (!ok) return server_.fail_closed(why);
-    if (close_after_stop_) return close();
-    log_info("session cleaned up", {{"UNIT", session_->unit()}, {"REASON", std::string(protocol::to_string(reason_))}});
-    if (!drain_timer_) start_drain_timer();
-    read_pty();
-    maybe_finish();
-}
-
-void Connection::start_drain_timer() {
-    add_timer(server_.event(), drain_timer_, usec(server_.config().timeouts.drain), guarded("drain timer", [this] {
-        drain_expired_ = true;
-        maybe_finish();
-    }));
-}
-
-void Connection::maybe_finish() {
-    if (!ending_ || exit_queued_ || phase_ == Phase::Closed) return;
-    // A session that never started has no output to wait for.
-    const bool drained = pty_closed_ || drain_expired_ || !master_ || !started_;
-    if (session_ && !stop_requested_) {
-        // The command ended on its own: wait for its output, then clean up what is left.
-        if (!drained) return;
-        if (!pty_closed_ && reason_ == ExitReason::Exited) reason_ = ExitReason::DrainTimeout;
-        return stop_session();
-    }
-    if (session_ && !stopped_) return;
-    if (!drained) return;
-    pty_source_.reset();
-    drain_timer_.reset();
-    master_.reset();
-    if (socket_eof_ || reason_ == ExitReason::Disconnected) return close();
-    protocol::ExitStatus status = exited_ ? exit_status_ : protocol::ExitStatus{};
-    status.reason = reason_;
-    out_.push(FrameType::Exit, protocol::encode(status));
-    exit_queued_ = true;
-    log_info("session ended", {{"UNIT", session_ ? session_->unit() : std::string()},
-                               {"REASON", std::string(protocol::to_string(reason_))},
-                               {"EXIT", std::to_string(status.shell_status())},
-                               {"DURATION_S", std::to_string(std::time(nullptr) - started_at_)}});
+void Connection::reply(FrameType type, const std::string& payload) {
+    leave_handshake();
+    out_.push(type, payload);
+    last_queued_ = true;
     flush_output();
 }
 
 void Connection::send_error(ErrorCode code, const std::string& message) {
-    if (phase_ == Phase::Closed || exit_queued_) return;
+    if (phase_ == Phase::Closed || last_queued_) return;
     server_.admission().count_rejected(code);
     log_info("refused client", {{"CODE", std::string(protocol::to_string(code))}, {"ERROR", message},
                                 {"PEER_PID", std::to_string(peer_pid())}});
     peer_recheck_.reset();
     start_checked_.reset();  // a check still running is abandoned; its directory goes below
+    waiter_.reset();
+    wait_timer_.reset();
+    quiet_timer_.reset();
     dispose_client_fds();
-    if (session_ && !stopped_) {
-        // A session exists: ERROR replaces EXIT, and the session is cleaned up as usual.
-        ending_ = true;
-        phase_ = Phase::Ending;
-        out_.drop_unsent();
-        out_.push(FrameType::Error, protocol::encode(protocol::ErrorReply{code, message}));
-        exit_queued_ = true;
-        stop_session();
-        return flush_output();
-    }
+    // ERROR replaces EXIT: a bound session this controls ends as if the client had gone.
+    out_.drop_unsent();
+    leave_session(/*disconnected=*/true);
     leave_handshake();
     out_.push(FrameType::Error, protocol::encode(protocol::ErrorReply{code, message}));
-    exit_queued_ = true;
+    last_queued_ = true;
     flush_output();
     // A client that never reads its ERROR is cut at the operation timeout.
     if (phase_ != Phase::Closed && !stall_timer_)
@@ -617,9 +565,9 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
 }
 
 void Connection::shut_down() {
-    if (phase_ == Phase::Handshake) return send_error(ErrorCode::ShuttingDown, "the daemon is stopping");
-    if (phase_ == Phase::Starting) return send_error(ErrorCode::ShuttingDown, "the daemon is stopping");
-    end(ExitReason::Shutdown);
+    // A relay ends with its session (the registry stops every one); anything else now.
+    if (phase_ == Phase::Relay && session_ && relaying_) return;
+    send_error(ErrorCode::ShuttingDown, "the daemon is stopping");
 }
 
 void Connection::evict() {
@@ -663,7 +611,7 @@ void Connection::leave_handshake() {
 }
 
 void Connection::abandon() {
-    session_.reset();  // a direct session's destructor kills and reaps synchronously
+    session_ = nullptr;  // the registry abandons every session itself
     close();
 }
 
@@ -672,11 +620,15 @@ void Connection::close() {
     socket_source_.reset();
     stall_timer_.reset();
     dispose_timer_.reset();
+    wait_timer_.reset();
+    quiet_timer_.reset();
     peer_recheck_.reset();
     start_checked_.reset();
     fds_disposed_.reset();
+    waiter_.reset();
     output_held_ = false;
     peer_.pidfd.reset();
+    leave_session(/*disconnected=*/true);
     // Everything that came from the client goes before it can see EOF, so that a client that
     // has seen it knows the daemon holds nothing of its own; then the socket, whose queue
     // may hold descriptors sent and never read. All of it on a worker: any close can block.
@@ -691,23 +643,13 @@ void Connection::close() {
         socket->reset();
     });
     socket_eof_ = true;
-    if (session_ && !stopped_) {
-        // The client is gone but the session is not: finish once cleanup has run.
-        ending_ = true;
-        phase_ = Phase::Ending;
-        close_after_stop_ = true;
-        return stop_session();
-    }
     leave_handshake();
     if (holds_session_slot_) {
         holds_session_slot_ = false;
         server_.admission().release_session();
     }
     phase_ = Phase::Closed;
-    pty_source_.reset();
     handshake_timer_.reset();
-    drain_timer_.reset();
-    master_.reset();
     server_.retire(this);
 }
 

@@ -1,7 +1,13 @@
 // Connection: one client, from accept to close, on the daemon's event loop.
 //
-//   Handshake --START ok--> Starting --exec'd--> Running --end--> Ending --EXIT sent--> Closed
-//        \--any failure: ERROR frame, then Closed
+// Its first frame says what it is for, and the protocol version it speaks (1 or 2):
+//  - START: a new session (session.h), which this connection controls; without `detach`
+//    the session is bound to it and ends when it goes;
+//  - ATTACH (version 2): an existing session, as controller or observer;
+//  - STATUS_REQUEST, LIST, READ, WAIT, KILL, SEND: one request, one reply, then close.
+//
+//   Handshake --START/ATTACH ok--> Relay --EXIT, DETACHED or ERROR sent--> Closed
+//       \--a request: its reply, then Closed
 //
 // A START stays in the Handshake phase while a worker thread checks its directory and
 // resolves its command (BlockingWorker), and while the backend rechecks a peer it is Unsure
@@ -17,10 +23,14 @@
 //    descriptors sent and never read) is closed on a worker too.
 //  - No exception leaves a handler of this connection: one that is thrown ends this
 //    connection with ERROR internal, never the daemon.
-//  - The session is cleaned up exactly once (backend stop), under a deadline of its own.
-//  - All OUTPUT precedes EXIT; EXIT and ERROR are the last frames and are followed by close.
-//  - Memory is bounded: at most one decoder frame, held_input_bytes of INPUT and
-//    output_buffer_bytes (+ one read) of OUTPUT per connection.
+//  - A connection never owns a session: it attaches to one in the registry, reads its output
+//    log at a cursor of its own, and detaches before it goes.
+//  - STARTED or ATTACHED precedes every OUTPUT; all output precedes EXIT; EXIT, DETACHED,
+//    ERROR and every reply are last frames, followed by close.
+//  - Frames are written in the connection's version; before the first frame is read, in
+//    version 1, which every client reads.
+//  - Memory is bounded: at most one decoder frame, the session's held input, and
+//    kPumpBytes (+ one frame) of OUTPUT per connection; a READ reply, at most one log.
 #pragma once
 
 #include <chrono>
@@ -39,24 +49,17 @@
 #include "server/blocking_worker.h"
 #include "server/output_queue.h"
 #include "server/peer.h"
+#include "server/session.h"
+#include "server/session_roles.h"
+#include "server/wait_condition.h"
 
 namespace ptyvisor::server {
 
 class Server;
 
-struct SessionStatus {
-    std::string unit;
-    pid_t pid = 0;
-    pid_t peer_pid = 0;
-    std::int64_t started_at = 0;  // unix seconds
-    std::uint64_t bytes_in = 0;
-    std::uint64_t bytes_out = 0;
-    std::string argv0;
-};
-
-class Connection {
+class Connection final : public SessionClient {
 public:
-    enum class Phase { Handshake, Starting, Running, Ending, Closed };
+    enum class Phase { Handshake, Relay, Closed };
 
     Connection(Server& server, UniqueFd socket, PeerIdentity peer);
     ~Connection();
@@ -71,17 +74,25 @@ public:
     void shut_down();
     // Admission took this handshake's slot for a fairer peer.
     void evict();
-    // Closes at once, without cleanup callbacks (fail-closed path).
+    // Closes at once (fail-closed path); the session, if any, is the registry's to drop.
     void abandon();
 
     [[nodiscard]] Phase phase() const { return phase_; }
     [[nodiscard]] pid_t peer_pid() const { return peer_.cred.pid; }
     [[nodiscard]] std::uint64_t serial() const { return serial_; }
-    [[nodiscard]] bool has_session() const { return session_ != nullptr; }
-    [[nodiscard]] SessionStatus status() const;
+
+    // SessionClient.
+    void session_started() override;
+    void session_start_failed(const std::string& why) override;
+    void session_changed() override;
+    void session_input_room() override;
+    void session_gone() override;
+    void session_taken_over() override;
+    [[nodiscard]] std::uint64_t cursor() const override { return cursor_; }
 
 private:
     // Handshake.
+    [[nodiscard]] bool reading() const;
     void on_socket(std::uint32_t revents);
     void receive();
     void handle_frame(protocol::Frame& frame);
@@ -94,27 +105,33 @@ private:
     [[nodiscard]] bool awaiting_answer() const { return peer_recheck_ || start_checked_; }
     void handle_status_request();
     void start_session();
-    void on_started(pid_t pid);
-    void on_start_failed(const std::string& why);
     void on_handshake_timeout();
 
+    // Version 2 requests (connection_requests.cpp).
+    [[nodiscard]] Access access();
+    bool find_session_access(Request request);
+    Session* find_session(const std::string& id, Request request);
+    void handle_attach(const protocol::Frame& frame);
+    void handle_list();
+    void handle_read(const protocol::Frame& frame);
+    void handle_wait(const protocol::Frame& frame);
+    void handle_kill(const protocol::Frame& frame);
+    void handle_send(const protocol::Frame& frame);
+    void handle_detach();
+    void check_wait();
+    void finish_wait(bool matched, std::string reason);
+    void reply(protocol::FrameType type, const std::string& payload);
+
     // Relay.
-    void handle_input(const protocol::Frame& frame);
-    void on_pty(std::uint32_t revents);
-    void read_pty();
-    void write_held_input();
+    void handle_relay_frame(protocol::Frame& frame);
+    void handle_signal(const protocol::Frame& frame);
+    void pump_output();
     void flush_output();
     void update_socket_events();
-    void update_pty_events();
     void on_stalled();
+    void leave_session(bool disconnected);
 
     // End.
-    void on_exited(protocol::ExitStatus status);
-    void end(protocol::ExitReason reason);
-    void stop_session();
-    void on_stopped(bool ok, const std::string& why);
-    void start_drain_timer();
-    void maybe_finish();
     void send_error(protocol::ErrorCode code, const std::string& message);
     void close();
     void leave_handshake();
@@ -137,6 +154,8 @@ private:
     bool holds_handshake_slot_ = true;
     bool holds_session_slot_ = false;
 
+    std::uint8_t version_ = protocol::kOldestVersion;  // fixed by the first frame
+    bool version_known_ = false;
     protocol::FrameDecoder decoder_;
     std::vector<UniqueFd> start_fds_;  // received before START was handled
     // The START being prepared: its directory (held until backend start() returns), the
@@ -153,27 +172,32 @@ private:
     std::shared_ptr<BlockingWorker::Completion> fds_disposed_;
     bool output_held_ = false;
     OutputQueue out_;
-    std::vector<std::uint8_t> held_input_;
     bool socket_eof_ = false;
+    bool detach_requested_ = false;  // START with detach
 
-    EventSource socket_source_, pty_source_, handshake_timer_, stall_timer_, drain_timer_, dispose_timer_;
+    EventSource socket_source_, handshake_timer_, stall_timer_, dispose_timer_, wait_timer_, quiet_timer_;
 
-    UniqueFd master_;
-    std::unique_ptr<backends::Session> session_;
-    std::string argv0_;
-    std::int64_t started_at_ = 0;
-    std::uint64_t bytes_in_ = 0, bytes_out_ = 0;
+    // The session this connection is attached to, in its role; null once it has gone.
+    Session* session_ = nullptr;
+    Role role_ = Role::Observer;
+    std::uint64_t cursor_ = 0;     // the next log offset to send
+    bool relaying_ = false;        // STARTED or ATTACHED is queued: OUTPUT may follow
+    bool discard_output_ = false;  // a stalled client: what it did not take is dropped
+    bool last_queued_ = false;     // the last frame (EXIT, ERROR, a reply) is queued
 
-    // Ending state.
-    bool ending_ = false;
-    protocol::ExitReason reason_ = protocol::ExitReason::Exited;
-    bool exited_ = false;
-    protocol::ExitStatus exit_status_;
-    bool stop_requested_ = false, stopped_ = false, pty_closed_ = false, drain_expired_ = false;
-    bool exit_queued_ = false;
-    bool close_after_stop_ = false;
-    bool started_ = false;  // STARTED is queued: output may follow
-    bool stop_after_start_ = false;  // STOP arrived before the command had started
+    // A WAIT or a KILL that waits for the end, while it waits.
+    std::unique_ptr<WaitCondition> waiter_;
 };
+
+template <class F>
+auto Connection::guarded(const char* where, F f) {
+    return [this, where, f = std::move(f)](auto&&... args) {
+        try {
+            f(std::forward<decltype(args)>(args)...);
+        } catch (...) {
+            on_exception(where);
+        }
+    };
+}
 
 }  // namespace ptyvisor::server

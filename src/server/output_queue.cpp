@@ -10,7 +10,7 @@ using protocol::kHeaderSize;
 
 void OutputQueue::push(protocol::FrameType type, std::string_view payload) {
     compact();
-    const auto frame = protocol::encode_frame(type, payload);
+    const auto frame = protocol::encode_frame(type, payload, version_);
     data_.insert(data_.end(), frame.begin(), frame.end());
 }
 
@@ -59,7 +59,7 @@ void OutputQueue::commit_output(std::size_t n) {
     }
     data_.resize(reserved_at_ + kHeaderSize + n);
     protocol::write_header(protocol::FrameType::Output, static_cast<std::uint32_t>(n),
-                           std::span<std::uint8_t, kHeaderSize>(data_.data() + reserved_at_, kHeaderSize));
+                           std::span<std::uint8_t, kHeaderSize>(data_.data() + reserved_at_, kHeaderSize), version_);
 }
 
 OutputQueue::Flush OutputQueue::flush(int socket, bool& progress) {

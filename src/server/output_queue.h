@@ -36,6 +36,8 @@ struct UninitializedAllocator : std::allocator<T> {
 
 class OutputQueue {
 public:
+    // Frames are written in the connection's protocol version (frame.h).
+    void set_version(std::uint8_t version) { version_ = version; }
     void push(protocol::FrameType type, std::string_view payload);
 
     // Space for one OUTPUT frame of up to `max` payload bytes; fill it, then commit(n).
@@ -64,6 +66,7 @@ private:
     std::size_t reserved_at_ = 0;
     std::size_t head_start_ = 0;
     std::size_t head_end_ = 0;
+    std::uint8_t version_ = protocol::kVersion;
 };
 
 }  // namespace ptyvisor::server

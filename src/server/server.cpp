@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <grp.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -14,6 +16,8 @@
 #include "common/log.h"
 #include "protocol/frame.h"
 #include "protocol/payloads.h"
+#include "common/linux.h"
+#include "common/process.h"
 #include "server/pty.h"
 
 namespace ptyvisor::server {
@@ -26,6 +30,32 @@ namespace {
 // normal operation it holds a handful (each closes in microseconds).
 constexpr std::size_t kMaxWorkerBacklog = 256;
 
+std::optional<gid_t> group_id(const std::string& name) {
+    std::vector<char> buffer(16384);
+    group g{};
+    group* found = nullptr;
+    if (::getgrnam_r(name.c_str(), &g, buffer.data(), buffer.size(), &found) != 0 || !found) return std::nullopt;
+    return found->gr_gid;
+}
+
+// Whether the "Groups:" line of a /proc/PID/status text lists `gid`.
+bool has_supplementary_group(std::string_view status, gid_t gid) {
+    const auto at = status.find("\nGroups:");
+    if (at == std::string_view::npos) return false;
+    auto line = status.substr(at + 8);
+    line = line.substr(0, line.find('\n'));
+    const std::string wanted = std::to_string(gid);
+    std::size_t i = 0;
+    while (i < line.size()) {
+        while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+        std::size_t j = i;
+        while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
+        if (j > i && line.substr(i, j - i) == wanted) return true;
+        i = j;
+    }
+    return false;
+}
+
 }  // namespace
 
 Server::Server(Config config, backends::Account account, std::unique_ptr<backends::Backend> backend,
@@ -36,7 +66,20 @@ Server::Server(Config config, backends::Account account, std::unique_ptr<backend
       event_(event),
       admission_(config_.limits),
       worker_(event, {account_.uid, account_.gid, account_.groups}),
-      terminal_group_(server::terminal_group(account_.gid)) {}
+      terminal_group_(server::terminal_group(account_.gid)),
+      observer_group_(config_.observer_group.empty() ? std::nullopt : group_id(config_.observer_group)) {
+    if (!config_.observer_group.empty() && !observer_group_)
+        log_warning("observer group not found; only root may observe", {{"GROUP", config_.observer_group}});
+}
+
+bool Server::in_observer_group(const PeerIdentity& peer) const {
+    if (!observer_group_ || peer.cred.uid == 0) return false;
+    if (peer.cred.gid == *observer_group_) return true;
+    // The supplementary groups, read from /proc and confirmed by the pidfd to be the peer's.
+    const auto status = read_small_file("/proc/" + std::to_string(peer.cred.pid) + "/status");
+    if (!status || !pidfd_alive(peer.pidfd.get())) return false;
+    return has_supplementary_group(*status, *observer_group_);
+}
 
 Server::~Server() {
     // Connections first: their sessions unregister from the backend as they go.
@@ -109,9 +152,11 @@ void Server::accept_one(UniqueFd socket) {
     if (const int e = read_peer(socket.get(), peer); e != 0)
         return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(e));
     // Sort peers by what the kernel already told us, before they hold anything.
-    if (peer.cred.uid != 0) {
-        if (peer.cred.uid != account_.uid || peer.cred.gid != account_.gid)
+    if (peer.cred.uid != 0 && (peer.cred.uid != account_.uid || peer.cred.gid != account_.gid)) {
+        // Members of the observer group may watch; they can start and control nothing.
+        if (!in_observer_group(peer))
             return reject(std::move(socket), ErrorCode::NotAllowed, "only the agent's account may connect");
+    } else if (peer.cred.uid != 0) {
         // An Unsure peer is admitted like any other; its START waits for the recheck.
         std::string why;
         if (backend_->check_peer(peer.view(), why) == backends::PeerVerdict::Refused)
@@ -170,12 +215,12 @@ std::string Server::new_unit_name() const {
 std::string Server::status_json() const {
     using nlohmann::json;
     json sessions = json::array();
-    for (const auto& [raw, c] : connections_) {
-        if (!c->has_session()) continue;
-        const auto s = c->status();
-        sessions.push_back({{"unit", s.unit}, {"pid", s.pid}, {"peer_pid", s.peer_pid},
-                            {"started_at", s.started_at}, {"bytes_in", s.bytes_in},
-                            {"bytes_out", s.bytes_out}, {"argv0", s.argv0}});
+    for (const Session* s : sessions_.all()) {
+        if (s->state() == Session::State::Ended) continue;
+        sessions.push_back({{"unit", s->unit()}, {"id", s->id()}, {"pid", s->main_pid()},
+                            {"started_at", s->created()}, {"bytes_in", s->bytes_in()},
+                            {"bytes_out", s->log().end()}, {"argv0", s->argv().empty() ? "" : s->argv().front()},
+                            {"clients", s->clients()}, {"detached", s->detached()}});
     }
     auto& counters = const_cast<Admission&>(admission_).counters();
     json out{{"version", PTYVISOR_VERSION},
@@ -222,11 +267,12 @@ void Server::begin_shutdown() {
     std::vector<Connection*> all;
     for (const auto& [raw, c] : connections_) all.push_back(raw);
     for (Connection* c : all) c->shut_down();
+    sessions_.shut_down();
     maybe_exit();
 }
 
 void Server::maybe_exit() {
-    if (shutting_down_ && connections_.empty()) sd_event_exit(event_, failed_ ? 1 : 0);
+    if (shutting_down_ && connections_.empty() && sessions_.empty()) sd_event_exit(event_, failed_ ? 1 : 0);
 }
 
 void Server::fail_closed(const std::string& why) {
@@ -242,6 +288,7 @@ void Server::fail_closed(const std::string& why) {
         std::vector<Connection*> all;
         for (const auto& [raw, c] : connections_) all.push_back(raw);
         for (Connection* c : all) c->abandon();
+        sessions_.abandon_all();
         retired_.clear();
         sd_event_exit(event_, 1);
     });

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "server/blocking_worker.h"
 #include "server/config.h"
 #include "server/connection.h"
+#include "server/session_registry.h"
 
 namespace ptyvisor::server {
 
@@ -37,6 +39,11 @@ public:
     backends::Backend& backend() { return *backend_; }
     Admission& admission() { return admission_; }
     BlockingWorker& worker() { return worker_; }
+    SessionRegistry& sessions() { return sessions_; }
+    // Whether the peer is a member of the configured observer group.
+    [[nodiscard]] bool in_observer_group(const PeerIdentity& peer) const;
+    // A session went: the daemon may be done stopping.
+    void sessions_changed() { maybe_exit(); }
     // The group of session terminals, looked up once (pty.h).
     [[nodiscard]] gid_t terminal_group() const { return terminal_group_; }
     [[nodiscard]] bool shutting_down() const { return shutting_down_; }
@@ -65,10 +72,13 @@ private:
     BlockingWorker worker_;
     UniqueFd listener_;
     EventSource accept_source_, sigterm_source_, sigint_source_, sighup_source_, reap_source_, watchdog_source_;
+    // Sessions outlive connections; the connections, declared after, go first.
+    SessionRegistry sessions_{*this};
     std::map<Connection*, std::unique_ptr<Connection>> connections_;
     std::vector<std::unique_ptr<Connection>> retired_;
     std::uint64_t serial_ = 0;
     gid_t terminal_group_;
+    std::optional<gid_t> observer_group_;
     bool shutting_down_ = false;
     bool failed_ = false;
 };

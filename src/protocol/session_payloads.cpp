@@ -1,0 +1,372 @@
+#include "protocol/session_payloads.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace ptyvisor::protocol {
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// Parses a JSON object whose containers nest at most `max_depth` below it (requests: 0,
+// flat; replies: a list of sessions, each with its argv and exit).
+std::optional<json> parse(std::string_view text, int max_depth, std::string& why) {
+    bool too_deep = false;
+    json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {
+        const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+        if (opens && depth > max_depth) too_deep = true;
+        return !too_deep;
+    };
+    json value = json::parse(text.begin(), text.end(), limit, /*allow_exceptions=*/false);
+    if (too_deep) why = "payload nests too deeply";
+    else if (value.is_discarded()) why = "payload is not valid JSON";
+    else if (!value.is_object()) why = "payload is not a JSON object";
+    else return value;
+    return std::nullopt;
+}
+
+// Member readers: false with `why` when the member is missing (and required) or wrong.
+struct Reader {
+    const json& o;
+    std::string& why;
+
+    const json* find(const char* key, bool required) {
+        const auto it = o.find(key);
+        if (it != o.end()) return &*it;
+        if (required) why = std::string("'") + key + "' is missing";
+        return nullptr;
+    }
+    bool fail(const char* key, const char* what) {
+        why = std::string("'") + key + "' " + what;
+        return false;
+    }
+    bool u64(const char* key, std::uint64_t& out, std::uint64_t hi, bool required = true) {
+        const json* v = find(key, required);
+        if (!v) return !required;
+        if (!v->is_number_unsigned()) return fail(key, "must be an unsigned integer");
+        if (v->get<std::uint64_t>() > hi) return fail(key, "is out of range");
+        out = v->get<std::uint64_t>();
+        return true;
+    }
+    bool i64(const char* key, std::int64_t& out, bool required = true) {
+        const json* v = find(key, required);
+        if (!v) return !required;
+        if (!v->is_number_integer()) return fail(key, "must be an integer");
+        out = v->get<std::int64_t>();
+        return true;
+    }
+    bool str(const char* key, std::string& out, std::size_t max_len, bool required = true) {
+        const json* v = find(key, required);
+        if (!v) return !required;
+        if (!v->is_string()) return fail(key, "must be a string");
+        const auto& s = v->get_ref<const std::string&>();
+        if (s.size() > max_len) return fail(key, "is too long");
+        if (s.find('\0') != std::string::npos) return fail(key, "contains a NUL byte");
+        out = s;
+        return true;
+    }
+    bool boolean(const char* key, bool& out, bool required = true) {
+        const json* v = find(key, required);
+        if (!v) return !required;
+        if (!v->is_boolean()) return fail(key, "must be a boolean");
+        out = v->get<bool>();
+        return true;
+    }
+    bool id(std::string& out) {
+        if (!str("id", out, kSessionIdLength)) return false;
+        if (!is_session_id(out)) return fail("id", "must be 32 lowercase hex digits");
+        return true;
+    }
+    bool position(const char* key, LogPosition& out) {
+        const json* v = find(key, false);
+        if (!v) return true;
+        if (v->is_string() && *v == "start") out = {LogPosition::Kind::Start, 0};
+        else if (v->is_string() && *v == "tail") out = {LogPosition::Kind::Tail, 0};
+        else if (v->is_number_unsigned()) out = {LogPosition::Kind::Offset, v->get<std::uint64_t>()};
+        else return fail(key, "must be \"start\", \"tail\" or an offset");
+        return true;
+    }
+    bool state(State& out) {
+        std::string s;
+        if (!str("state", s, 16)) return false;
+        if (s == "starting") out = State::Starting;
+        else if (s == "running") out = State::Running;
+        else if (s == "exited") out = State::Exited;
+        else return fail("state", "is unknown");
+        return true;
+    }
+    bool exit(std::optional<ExitStatus>& out) {
+        const json* v = find("exit", false);
+        if (!v || v->is_null()) return true;
+        if (!v->is_object()) return fail("exit", "must be an object or null");
+        auto decoded = decode_exit(dump(*v));
+        if (!decoded) return fail("exit", "is not an exit status");
+        out = std::move(*decoded.value);
+        return true;
+    }
+};
+
+json position_json(const LogPosition& p) {
+    switch (p.kind) {
+        case LogPosition::Kind::Start: return "start";
+        case LogPosition::Kind::Tail: return "tail";
+        case LogPosition::Kind::Offset: return p.offset;
+    }
+    return "start";
+}
+
+json exit_json(const std::optional<ExitStatus>& exit) { return exit ? json::parse(encode(*exit)) : json(nullptr); }
+
+json size_json(const WindowSize& s) { return {{"cols", s.cols}, {"rows", s.rows}}; }
+
+// Decodes `text` as an object of at most `depth` nested levels and reads it with `read`.
+template <class T, class F>
+Decoded<T> decode_with(std::string_view text, int depth, F read) {
+    std::string why;
+    const auto o = parse(text, depth, why);
+    if (!o) return Decoded<T>::fail(why);
+    T v{};
+    Reader r{*o, why};
+    if (!read(r, v)) return Decoded<T>::fail(why);
+    return {std::move(v), {}};
+}
+
+}  // namespace
+
+bool is_session_id(std::string_view id) {
+    return id.size() == kSessionIdLength &&
+           std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+std::string_view to_string(State state) {
+    switch (state) {
+        case State::Starting: return "starting";
+        case State::Running: return "running";
+        case State::Exited: return "exited";
+    }
+    return "exited";
+}
+
+// ---- Encoders --------------------------------------------------------------------------
+
+std::string encode(const AttachRequest& v) {
+    return dump({{"id", v.id}, {"from", position_json(v.from)}, {"role", v.observe ? "observer" : "controller"},
+                 {"takeover", v.takeover}});
+}
+
+std::string encode(const AttachedReply& v) {
+    return dump({{"id", v.id}, {"unit", v.unit}, {"pid", v.pid}, {"role", v.observe ? "observer" : "controller"},
+                 {"start", v.start}, {"end", v.end}, {"offset", v.offset}, {"state", to_string(v.state)},
+                 {"size", size_json(v.size)}});
+}
+
+std::string encode(const DetachedReply& v) { return dump({{"offset", v.offset}, {"reason", v.reason}}); }
+
+std::string encode(const std::vector<SessionInfo>& sessions) {
+    json list = json::array();
+    for (const auto& s : sessions)
+        list.push_back({{"id", s.id}, {"unit", s.unit}, {"argv", s.argv}, {"cwd", s.cwd},
+                        {"state", to_string(s.state)}, {"exit", exit_json(s.exit)}, {"pid", s.pid},
+                        {"start", s.start}, {"offset", s.offset}, {"clients", s.clients},
+                        {"created", s.created}, {"detached", s.detached}});
+    return dump({{"sessions", list}});
+}
+
+std::string encode(const ReadRequest& v) {
+    return dump({{"id", v.id}, {"from", position_json(v.from)}, {"max_bytes", v.max_bytes}});
+}
+
+std::string encode(const LogReply& v) {
+    return dump({{"id", v.id}, {"start", v.start}, {"offset", v.offset}, {"length", v.length}, {"end", v.end},
+                 {"state", to_string(v.state)}, {"exit", exit_json(v.exit)}});
+}
+
+std::string encode(const WaitRequest& v) {
+    json j{{"id", v.id}, {"timeout_ms", v.timeout_ms}};
+    switch (v.what) {
+        case WaitRequest::For::Exit: j["for"] = "exit"; break;
+        case WaitRequest::For::Quiet:
+            j["for"] = "quiet";
+            j["quiet_ms"] = v.quiet_ms;
+            break;
+        case WaitRequest::For::Text:
+            j["for"] = "text";
+            j["pattern"] = v.pattern;
+            j["from"] = position_json(v.from);
+            break;
+    }
+    return dump(j);
+}
+
+std::string encode(const WaitReply& v) {
+    json j{{"matched", v.matched}, {"reason", v.reason}, {"state", to_string(v.state)},
+           {"exit", exit_json(v.exit)}, {"offset", v.offset}};
+    if (v.reason == "text") {
+        j["match_start"] = v.match_start;
+        j["match_end"] = v.match_end;
+    }
+    return dump(j);
+}
+
+std::string encode(const KillRequest& v) { return dump({{"id", v.id}, {"signal", v.signal}}); }
+
+std::string encode(const KillReply& v) {
+    return dump({{"id", v.id}, {"state", to_string(v.state)}, {"exit", exit_json(v.exit)}});
+}
+
+std::string encode(const SentReply& v) { return dump({{"bytes", v.bytes}}); }
+
+std::string encode(const DroppedNotice& v) { return dump({{"offset", v.offset}, {"lost", v.lost}}); }
+
+std::vector<std::uint8_t> encode_send(std::string_view id, std::span<const std::uint8_t> input) {
+    std::vector<std::uint8_t> out(id.begin(), id.end());
+    out.insert(out.end(), input.begin(), input.end());
+    return out;
+}
+
+// ---- Decoders --------------------------------------------------------------------------
+
+Decoded<AttachRequest> decode_attach(std::string_view text) {
+    return decode_with<AttachRequest>(text, 0, [](Reader& r, AttachRequest& v) {
+        std::string role = "controller";
+        if (!r.id(v.id) || !r.position("from", v.from) || !r.str("role", role, 16, false) ||
+            !r.boolean("takeover", v.takeover, false))
+            return false;
+        if (role != "controller" && role != "observer") return r.fail("role", "must be \"controller\" or \"observer\"");
+        v.observe = role == "observer";
+        return true;
+    });
+}
+
+Decoded<AttachedReply> decode_attached(std::string_view text) {
+    return decode_with<AttachedReply>(text, 1, [](Reader& r, AttachedReply& v) {
+        std::string role;
+        std::uint64_t cols = 80, rows = 24;
+        if (!r.id(v.id) || !r.str("unit", v.unit, 256) || !r.i64("pid", v.pid) || !r.str("role", role, 16) ||
+            !r.u64("start", v.start, UINT64_MAX) || !r.u64("end", v.end, UINT64_MAX) ||
+            !r.u64("offset", v.offset, UINT64_MAX) || !r.state(v.state))
+            return false;
+        v.observe = role == "observer";
+        if (const json* size = r.find("size", false); size && size->is_object()) {
+            Reader s{*size, r.why};
+            if (!s.u64("cols", cols, 0xffff) || !s.u64("rows", rows, 0xffff)) return false;
+            v.size = {static_cast<std::uint16_t>(rows), static_cast<std::uint16_t>(cols)};
+        }
+        return true;
+    });
+}
+
+Decoded<DetachedReply> decode_detached(std::string_view text) {
+    return decode_with<DetachedReply>(text, 0, [](Reader& r, DetachedReply& v) {
+        return r.u64("offset", v.offset, UINT64_MAX) && r.str("reason", v.reason, 32);
+    });
+}
+
+Decoded<std::vector<SessionInfo>> decode_sessions(std::string_view text) {
+    return decode_with<std::vector<SessionInfo>>(text, 3, [](Reader& r, std::vector<SessionInfo>& out) {
+        const json* list = r.find("sessions", true);
+        if (!list) return false;
+        if (!list->is_array()) return r.fail("sessions", "must be an array");
+        for (const json& item : *list) {
+            if (!item.is_object()) return r.fail("sessions", "must hold objects");
+            Reader s{item, r.why};
+            SessionInfo v;
+            std::uint64_t clients = 0;
+            if (!s.id(v.id) || !s.str("unit", v.unit, 256) || !s.str("cwd", v.cwd, 4096, false) || !s.state(v.state) ||
+                !s.exit(v.exit) || !s.i64("pid", v.pid, false) || !s.u64("start", v.start, UINT64_MAX) ||
+                !s.u64("offset", v.offset, UINT64_MAX) || !s.u64("clients", clients, 0xffffffff) ||
+                !s.i64("created", v.created) || !s.boolean("detached", v.detached, false))
+                return false;
+            v.clients = static_cast<std::uint32_t>(clients);
+            const json* argv = s.find("argv", true);
+            if (!argv || !argv->is_array()) return s.fail("argv", "must be an array of strings");
+            for (const json& a : *argv) {
+                if (!a.is_string()) return s.fail("argv", "must be an array of strings");
+                v.argv.push_back(a.get<std::string>());
+            }
+            out.push_back(std::move(v));
+        }
+        return true;
+    });
+}
+
+Decoded<ReadRequest> decode_read(std::string_view text) {
+    return decode_with<ReadRequest>(text, 0, [](Reader& r, ReadRequest& v) {
+        return r.id(v.id) && r.position("from", v.from) && r.u64("max_bytes", v.max_bytes, kMaxReadBytes, false);
+    });
+}
+
+Decoded<LogReply> decode_log(std::string_view text) {
+    return decode_with<LogReply>(text, 1, [](Reader& r, LogReply& v) {
+        return r.id(v.id) && r.u64("start", v.start, UINT64_MAX) && r.u64("offset", v.offset, UINT64_MAX) &&
+               r.u64("length", v.length, kMaxReadBytes) && r.u64("end", v.end, UINT64_MAX) && r.state(v.state) &&
+               r.exit(v.exit);
+    });
+}
+
+Decoded<WaitRequest> decode_wait(std::string_view text) {
+    return decode_with<WaitRequest>(text, 0, [](Reader& r, WaitRequest& v) {
+        std::string what = "exit";
+        if (!r.id(v.id) || !r.str("for", what, 16, false) || !r.u64("timeout_ms", v.timeout_ms, kMaxWaitMs, false))
+            return false;
+        if (what == "exit") {
+            v.what = WaitRequest::For::Exit;
+        } else if (what == "quiet") {
+            v.what = WaitRequest::For::Quiet;
+            if (!r.u64("quiet_ms", v.quiet_ms, kMaxWaitMs)) return false;
+            if (v.quiet_ms == 0) return r.fail("quiet_ms", "must be at least 1");
+        } else if (what == "text") {
+            v.what = WaitRequest::For::Text;
+            if (!r.str("pattern", v.pattern, kMaxPatternLength) || !r.position("from", v.from)) return false;
+            if (v.pattern.empty()) return r.fail("pattern", "must not be empty");
+        } else {
+            return r.fail("for", "must be \"exit\", \"quiet\" or \"text\"");
+        }
+        return true;
+    });
+}
+
+Decoded<WaitReply> decode_waited(std::string_view text) {
+    return decode_with<WaitReply>(text, 1, [](Reader& r, WaitReply& v) {
+        return r.boolean("matched", v.matched) && r.str("reason", v.reason, 16) && r.state(v.state) &&
+               r.exit(v.exit) && r.u64("offset", v.offset, UINT64_MAX) &&
+               r.u64("match_start", v.match_start, UINT64_MAX, false) &&
+               r.u64("match_end", v.match_end, UINT64_MAX, false);
+    });
+}
+
+Decoded<KillRequest> decode_kill(std::string_view text) {
+    return decode_with<KillRequest>(text, 0, [](Reader& r, KillRequest& v) {
+        std::uint64_t sig = 0;
+        if (!r.id(v.id) || !r.u64("signal", sig, 64, false)) return false;
+        v.signal = static_cast<int>(sig);
+        return true;
+    });
+}
+
+Decoded<KillReply> decode_killed(std::string_view text) {
+    return decode_with<KillReply>(text, 1,
+                                  [](Reader& r, KillReply& v) { return r.id(v.id) && r.state(v.state) && r.exit(v.exit); });
+}
+
+Decoded<SentReply> decode_sent(std::string_view text) {
+    return decode_with<SentReply>(text, 0, [](Reader& r, SentReply& v) { return r.u64("bytes", v.bytes, UINT64_MAX); });
+}
+
+Decoded<DroppedNotice> decode_dropped(std::string_view text) {
+    return decode_with<DroppedNotice>(text, 0, [](Reader& r, DroppedNotice& v) {
+        return r.u64("offset", v.offset, UINT64_MAX) && r.u64("lost", v.lost, UINT64_MAX);
+    });
+}
+
+Decoded<SendRequest> decode_send(std::span<const std::uint8_t> payload) {
+    if (payload.size() <= kSessionIdLength) return Decoded<SendRequest>::fail("SEND carries an id and at least one byte");
+    const std::string id(payload.begin(), payload.begin() + kSessionIdLength);
+    if (!is_session_id(id)) return Decoded<SendRequest>::fail("SEND must begin with 32 lowercase hex digits");
+    return {SendRequest{id, payload.subspan(kSessionIdLength)}, {}};
+}
+
+}  // namespace ptyvisor::protocol

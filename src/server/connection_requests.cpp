@@ -1,0 +1,284 @@
+// Connection: the requests of protocol version 2 that name a session by id (ATTACH, LIST,
+// READ, WAIT, KILL, SEND). Who may do what is decided by session_roles.h.
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/linux.h"
+#include "common/log.h"
+#include "protocol/session_payloads.h"
+#include "server/connection.h"
+#include "server/server.h"
+#include "server/wait_condition.h"
+
+namespace ptyvisor::server {
+
+using protocol::ErrorCode;
+using protocol::FrameType;
+
+namespace {
+
+protocol::State wire_state(const Session& s) {
+    switch (s.state()) {
+        case Session::State::Starting: return protocol::State::Starting;
+        case Session::State::Running:
+        case Session::State::Ending: return protocol::State::Running;
+        case Session::State::Ended: return protocol::State::Exited;
+    }
+    return protocol::State::Exited;
+}
+
+std::uint64_t resolve(const protocol::LogPosition& p, const OutputLog& log) {
+    switch (p.kind) {
+        case protocol::LogPosition::Kind::Start: return log.start();
+        case protocol::LogPosition::Kind::Tail: return log.end();
+        case protocol::LogPosition::Kind::Offset: return std::clamp(p.offset, log.start(), log.end());
+    }
+    return log.start();
+}
+
+}  // namespace
+
+Access Connection::access() {
+    Requester who;
+    who.is_root = peer_.cred.uid == 0;
+    if (peer_.cred.uid == server_.account().uid) {
+        std::string why;
+        who.may_start = pidfd_alive(peer_.pidfd.get()) &&
+                        server_.backend().check_peer(peer_.view(), why) == backends::PeerVerdict::Allowed;
+    }
+    who.in_observer_group = server_.in_observer_group(peer_);
+    return access_of(who);
+}
+
+Session* Connection::find_session(const std::string& id, Request request) {
+    if (!find_session_access(request)) return nullptr;
+    Session* session = server_.sessions().find(id);
+    if (!session) send_error(ErrorCode::NoSuchSession, "no session has the id " + id);
+    return session;
+}
+
+void Connection::handle_attach(const protocol::Frame& frame) {
+    const auto request = protocol::decode_attach(frame.text());
+    if (!request) return send_error(ErrorCode::BadFrame, "ATTACH: " + request.error);
+    const auto& r = *request.value;
+    Session* session = find_session(r.id, Request::List);
+    if (!session) return;
+    const Role wanted = r.observe ? Role::Observer : Role::Controller;
+    switch (decide_attach(access(), wanted, session->controller() != nullptr, r.takeover)) {
+        case AttachDecision::NotAllowed: return send_error(ErrorCode::NotAllowed, "only the agent may control a session");
+        case AttachDecision::Busy:
+            return send_error(ErrorCode::Busy, "a controller is attached; attach with takeover to take its place");
+        case AttachDecision::Attach:
+        case AttachDecision::AttachTakingOver: break;
+    }
+    leave_handshake();
+    handshake_timer_.reset();
+    session_ = session;
+    role_ = wanted;
+    const OutputLog& log = session->log();
+    cursor_ = resolve(r.from, log);
+    session->attach(this, wanted);
+    phase_ = Phase::Relay;
+    relaying_ = true;
+    protocol::AttachedReply reply{session->id(), session->unit(), session->main_pid(), r.observe,
+                                  log.start(), log.end(), cursor_, wire_state(*session), session->size()};
+    out_.push(FrameType::Attached, protocol::encode(reply));
+    log_info("client attached", {{"UNIT", session->unit()}, {"PEER_PID", std::to_string(peer_pid())},
+                                 {"ROLE", r.observe ? "observer" : "controller"}});
+    flush_output();
+}
+
+void Connection::handle_list() {
+    if (!find_session_access(Request::List)) return;
+    std::vector<protocol::SessionInfo> list;
+    for (const Session* s : server_.sessions().all()) {
+        protocol::SessionInfo info;
+        info.id = s->id();
+        info.unit = s->unit();
+        info.argv = s->argv();
+        info.cwd = s->cwd();
+        info.state = wire_state(*s);
+        if (s->state() == Session::State::Ended) info.exit = s->exit_status();
+        info.pid = s->main_pid();
+        info.start = s->log().start();
+        info.offset = s->log().end();
+        info.clients = static_cast<std::uint32_t>(s->clients());
+        info.created = s->created();
+        info.detached = s->detached();
+        list.push_back(std::move(info));
+    }
+    auto payload = protocol::encode(list);
+    if (payload.size() > protocol::kMaxStatusPayloadSize) {
+        // Too many to say at once (each argv is bounded by START, their number by
+        // max_sessions): the newest are kept.
+        while (!list.empty() && payload.size() > protocol::kMaxStatusPayloadSize) {
+            list.erase(list.begin());
+            payload = protocol::encode(list);
+        }
+    }
+    reply(FrameType::Sessions, payload);
+}
+
+bool Connection::find_session_access(Request request) {
+    if (version_ < 2) {
+        send_error(ErrorCode::UnexpectedFrame, "this request needs protocol version 2");
+        return false;
+    }
+    if (!start_fds_.empty()) {
+        send_error(ErrorCode::WrongFdCount, "only START carries a descriptor");
+        return false;
+    }
+    if (!may(access(), request)) {
+        send_error(ErrorCode::NotAllowed, "this peer may not do that to a session");
+        return false;
+    }
+    return true;
+}
+
+void Connection::handle_read(const protocol::Frame& frame) {
+    const auto request = protocol::decode_read(frame.text());
+    if (!request) return send_error(ErrorCode::BadFrame, "READ: " + request.error);
+    Session* session = find_session(request.value->id, Request::Read);
+    if (!session) return;
+    const OutputLog& log = session->log();
+    const std::uint64_t from = resolve(request.value->from, log);
+    const std::uint64_t length = std::min(request.value->max_bytes, log.end() - from);
+    protocol::LogReply reply{session->id(), log.start(), from, length, log.end(), wire_state(*session),
+                             session->state() == Session::State::Ended ? session->exit_status() : std::nullopt};
+    leave_handshake();
+    out_.push(FrameType::Log, protocol::encode(reply));
+    for (std::uint64_t at = from; at < from + length;) {
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(from + length - at, protocol::kMaxIoPayloadSize));
+        const auto view = log.view(at, n);
+        auto space = out_.prepare_output(view.size());
+        std::memcpy(space.data(), view.first.data(), view.first.size());
+        if (!view.second.empty()) std::memcpy(space.data() + view.first.size(), view.second.data(), view.second.size());
+        out_.commit_output(view.size());
+        at += view.size();
+    }
+    last_queued_ = true;
+    flush_output();
+}
+
+void Connection::handle_wait(const protocol::Frame& frame) {
+    auto request = protocol::decode_wait(frame.text());
+    if (!request) return send_error(ErrorCode::BadFrame, "WAIT: " + request.error);
+    Session* session = find_session(request.value->id, Request::Wait);
+    if (!session) return;
+    auto waiter = std::make_unique<WaitCondition>();
+    waiter->request = std::move(*request.value);
+    if (waiter->request.what == protocol::WaitRequest::For::Text) {
+        std::string why;
+        if (!waiter->compile(why))
+            return send_error(ErrorCode::BadFrame, "WAIT: 'pattern' is not a valid expression: " + why);
+        waiter->scanned = waiter->search_floor = resolve(waiter->request.from, session->log());
+    }
+    waiter->seen_end = session->log().end();
+    leave_handshake();
+    handshake_timer_.reset();
+    session_ = session;
+    role_ = Role::Observer;
+    cursor_ = session->log().end();  // a waiter holds nothing back
+    session->attach(this, Role::Observer);
+    waiter_ = std::move(waiter);
+    add_timer(server_.event(), wait_timer_, waiter_->request.timeout_ms * 1000,
+              guarded("wait timeout", [this] { finish_wait(false, "timeout"); }));
+    if (waiter_->request.what == protocol::WaitRequest::For::Quiet)
+        add_timer(server_.event(), quiet_timer_, waiter_->request.quiet_ms * 1000,
+                  guarded("quiet", [this] { finish_wait(true, "quiet"); }));
+    update_socket_events();
+    check_wait();
+}
+
+void Connection::handle_kill(const protocol::Frame& frame) {
+    const auto request = protocol::decode_kill(frame.text());
+    if (!request) return send_error(ErrorCode::BadFrame, "KILL: " + request.error);
+    Session* session = find_session(request.value->id, Request::Kill);
+    if (!session) return;
+    const auto& r = *request.value;
+    if (r.signal != 0) {
+        if (session->state() == Session::State::Ended)
+            return send_error(ErrorCode::SessionEnded, "the session has exited");
+        pid_t group = -1;
+        const int e = session->signal({r.signal, protocol::SignalTarget::Session}, group);
+        if (e == EPERM) return send_error(ErrorCode::NotAllowed, "no process of the session is the agent's");
+        return reply(FrameType::Killed, protocol::encode(protocol::KillReply{session->id(), wire_state(*session), {}}));
+    }
+    // No signal: end the session as STOP does, and answer once it has ended.
+    auto waiter = std::make_unique<WaitCondition>();
+    waiter->kill = true;
+    waiter->request.what = protocol::WaitRequest::For::Exit;
+    leave_handshake();
+    handshake_timer_.reset();
+    session_ = session;
+    role_ = Role::Observer;
+    cursor_ = session->log().end();
+    session->attach(this, Role::Observer);
+    waiter_ = std::move(waiter);
+    update_socket_events();
+    session->stop(protocol::ExitReason::Stopped);
+    if (waiter_) check_wait();
+}
+
+void Connection::handle_send(const protocol::Frame& frame) {
+    const auto request = protocol::decode_send(frame.payload);
+    if (!request) return send_error(ErrorCode::BadFrame, "SEND: " + request.error);
+    Session* session = find_session(request.value->id, Request::Send);
+    if (!session) return;
+    if (session->state() == Session::State::Ended || session->state() == Session::State::Ending)
+        return send_error(ErrorCode::SessionEnded, "the session has exited");
+    if (session->input_full()) return send_error(ErrorCode::Busy, "the session's input is full; try again");
+    session->write_input(request.value->input);
+    reply(FrameType::Sent, protocol::encode(protocol::SentReply{request.value->input.size()}));
+}
+
+// Whether what the waiter waits for holds now; answers if it does.
+void Connection::check_wait() {
+    if (!waiter_ || !session_) return;
+    const Session& session = *session_;
+    const OutputLog& log = session.log();
+    cursor_ = log.end();
+    auto& w = *waiter_;
+    using For = protocol::WaitRequest::For;
+    if (w.request.what == For::Text && w.search(log, w.search_floor)) return finish_wait(true, "text");
+    if (w.request.what == For::Quiet && log.end() != w.seen_end) {
+        // Output: the quiet starts over.
+        w.seen_end = log.end();
+        rearm_timer(server_.event(), quiet_timer_, w.request.quiet_ms * 1000,
+                    guarded("quiet", [this] { finish_wait(true, "quiet"); }));
+    }
+    if (session.state() == Session::State::Ended) {
+        if (w.kill || w.request.what == For::Exit) return finish_wait(true, "exit");
+        return finish_wait(false, "exited");
+    }
+}
+
+void Connection::finish_wait(bool matched, std::string reason) {
+    if (!waiter_) return;
+    auto w = std::move(waiter_);
+    wait_timer_.reset();
+    quiet_timer_.reset();
+    Session* session = session_;
+    leave_session(/*disconnected=*/false);
+    if (w->kill) {
+        if (!session) return send_error(ErrorCode::NoSuchSession, "the session has gone");
+        return reply(FrameType::Killed,
+                     protocol::encode(protocol::KillReply{session->id(), wire_state(*session), session->exit_status()}));
+    }
+    protocol::WaitReply r;
+    r.matched = matched;
+    r.reason = std::move(reason);
+    r.match_start = w->match_start;
+    r.match_end = w->match_end;
+    r.state = protocol::State::Exited;
+    if (session) {
+        r.state = wire_state(*session);
+        if (session->state() == Session::State::Ended) r.exit = session->exit_status();
+        r.offset = session->log().end();
+    }
+    reply(FrameType::Waited, protocol::encode(r));
+}
+
+}  // namespace ptyvisor::server

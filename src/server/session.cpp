@@ -1,0 +1,357 @@
+#include "server/session.h"
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+#include "server/pty.h"
+#include "server/server.h"
+
+namespace ptyvisor::server {
+
+using protocol::ExitReason;
+
+namespace {
+
+std::uint64_t usec(std::chrono::duration<double> d) { return to_usec(d); }
+
+// The 32 hex digits of "<prefix>-<32 hex>.service".
+std::string id_of_unit(const std::string& unit) {
+    const auto dash = unit.rfind('-');
+    const auto dot = unit.rfind('.');
+    if (dash == std::string::npos || dot == std::string::npos || dot <= dash) return unit;
+    return unit.substr(dash + 1, dot - dash - 1);
+}
+
+}  // namespace
+
+// A failure inside one session's callback ends that session, never the daemon.
+template <class F>
+auto Session::guarded(const char* where, F f) {
+    return [this, where, f = std::move(f)](auto&&... args) {
+        try {
+            f(std::forward<decltype(args)>(args)...);
+        } catch (const std::exception& e) {
+            log_error("session failed", {{"UNIT", unit_}, {"WHERE", where}, {"ERROR", e.what()}});
+            try {
+                stop(ExitReason::BackendFailed);
+            } catch (...) {
+            }
+        } catch (...) {
+            log_error("session failed", {{"UNIT", unit_}, {"WHERE", where}});
+        }
+    };
+}
+
+Session::Session(Server& server, std::string unit, bool detached)
+    : server_(server), unit_(std::move(unit)), id_(id_of_unit(unit_)), detached_(detached) {}
+
+Session::~Session() {
+    release_slot();
+    // Whoever is still attached learns it before the pointer dangles.
+    const auto clients = clients_;
+    clients_.clear();
+    controller_ = nullptr;
+    for (const auto& [client, role] : clients) client->session_gone();
+}
+
+bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, SessionClient* starter,
+                    std::string& why) {
+    holds_slot_ = true;  // reserved by the starter, ours from now on
+    created_ = static_cast<std::int64_t>(std::time(nullptr));
+    argv_ = spec.argv;
+    cwd_ = spec.cwd_path;
+    size_ = size;
+    attach(starter, Role::Controller);
+    const auto fail = [&](std::string reason) {
+        why = std::move(reason);
+        start_failed_ = true;
+        finish(protocol::ExitStatus{});
+        return false;
+    };
+    if (const int r = OutputLog::create(id_, server_.config().limits.output_log_bytes, log_); r < 0)
+        return fail(std::string("cannot allocate the output log: ") + std::strerror(-r));
+    PtyPair pty;
+    if (const int e = open_pty(spec.account.uid, server_.terminal_group(), size, pty); e != 0)
+        return fail(std::string("cannot allocate a terminal: ") + std::strerror(e));
+    master_ = std::move(pty.master);
+    spec.unit_name = unit_;
+    spec.tty = std::move(pty.peer);
+    spec.tty_path = pty.peer_path;
+
+    backends::SessionEvents events;
+    events.on_started = guarded("session started", [this](pid_t pid) { on_started(pid); });
+    events.on_start_failed = guarded("session start failed", [this](std::string w) { on_start_failed(w); });
+    events.on_exited = guarded("session exited", [this](protocol::ExitStatus s) { on_exited(std::move(s)); });
+    std::string backend_why;
+    backend_session_ = server_.backend().start(std::move(spec), std::move(events), backend_why);
+    if (!backend_session_) return fail(backend_why);
+    if (const int r = add_io(server_.event(), terminal_source_, master_.get(), 0,
+                             guarded("terminal", [this](std::uint32_t revents) { on_terminal(revents); }));
+        r < 0) {
+        // Without a watch on its terminal the session cannot run: end it as a stop does.
+        stop(ExitReason::OutputFailed);
+        why = std::string("cannot watch the terminal: ") + std::strerror(-r);
+        return false;
+    }
+    return true;
+}
+
+// ---- Starting ----------------------------------------------------------------------------
+
+void Session::on_started(pid_t pid) {
+    if (state_ != State::Starting) return;
+    state_ = State::Running;
+    started_ = true;
+    main_pid_ = pid;
+    log_info("session started", {{"UNIT", unit_}, {"MAIN_PID", std::to_string(pid)}});
+    const auto clients = clients_;
+    for (const auto& [client, role] : clients) client->session_started();
+    write_held_input();
+    update_terminal_events();
+    if (stop_after_start_) stop(ExitReason::Stopped);
+}
+
+void Session::on_start_failed(const std::string& why) {
+    log_warning("session failed to start", {{"UNIT", unit_}, {"ERROR", why}});
+    start_failed_ = true;
+    const auto clients = clients_;
+    for (const auto& [client, role] : clients) client->session_start_failed(why);
+    // The unit may hold something still: clean it up as for any end.
+    stop(ExitReason::BackendFailed);
+}
+
+// ---- Clients -----------------------------------------------------------------------------
+
+void Session::attach(SessionClient* client, Role role) {
+    if (role == Role::Controller) {
+        if (SessionClient* previous = controller_) {
+            std::erase_if(clients_, [previous](const auto& c) { return c.first == previous; });
+            controller_ = nullptr;
+            previous->session_taken_over();
+        }
+        controller_ = client;
+    }
+    clients_.emplace_back(client, role);
+    update_terminal_events();
+}
+
+void Session::detach(SessionClient* client, bool disconnected) {
+    std::erase_if(clients_, [client](const auto& c) { return c.first == client; });
+    if (controller_ != client) return;
+    controller_ = nullptr;
+    if (!detached_ && disconnected) return stop(ExitReason::Disconnected);
+    update_terminal_events();  // nobody holds the session back any more
+}
+
+void Session::make_detached() {
+    detached_ = true;
+    update_terminal_events();
+}
+
+void Session::client_advanced() { update_terminal_events(); }
+
+void Session::notify_changed() {
+    const auto clients = clients_;
+    for (const auto& [client, role] : clients) client->session_changed();
+}
+
+// ---- Input -------------------------------------------------------------------------------
+
+void Session::write_input(std::span<const std::uint8_t> bytes) {
+    if (ending_ || state_ == State::Ended) return;  // late input is dropped
+    bytes_in_ += bytes.size();
+    held_input_.insert(held_input_.end(), bytes.begin(), bytes.end());
+    if (state_ == State::Running) write_held_input();
+}
+
+bool Session::input_full() const { return held_input_.size() >= server_.config().limits.held_input_bytes; }
+
+void Session::write_held_input() {
+    const bool was_full = input_full();
+    while (!held_input_.empty() && master_ && !terminal_closed_) {
+        const ssize_t n = ::write(master_.get(), held_input_.data(), held_input_.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) break;
+            held_input_.clear();
+            if (errno == EIO) break;  // the terminal has no reader left; the end is near
+            return stop(ExitReason::InputFailed);
+        }
+        held_input_.erase(held_input_.begin(), held_input_.begin() + n);
+    }
+    if (held_input_.empty()) held_input_.shrink_to_fit();
+    update_terminal_events();
+    if (was_full && !input_full() && controller_) controller_->session_input_room();
+}
+
+bool Session::resize(protocol::WindowSize size) {
+    if (!master_) return false;
+    size_ = size;
+    set_window_size(master_.get(), size);
+    return true;
+}
+
+int Session::signal(const protocol::SignalRequest& request, pid_t& group) {
+    if (!backend_session_) return ESRCH;
+    if (request.target != protocol::SignalTarget::Foreground) return backend_session_->signal_all(request.signal);
+    // Not TIOCSIG: the pty driver takes only SIGINT, SIGQUIT and SIGTSTP from it. The group
+    // is the terminal's, but only its processes in this session that the agent could
+    // signal are signalled.
+    group = master_ ? ::tcgetpgrp(master_.get()) : -1;
+    return backend_session_->signal_foreground_group(group, request.signal);
+}
+
+// ---- Output ------------------------------------------------------------------------------
+
+void Session::on_terminal(std::uint32_t revents) {
+    if ((revents & EPOLLOUT) && state_ == State::Running) write_held_input();
+    if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_terminal();
+}
+
+bool Session::paused_for_controller() const {
+    if (detached_ || !controller_) return false;
+    return log_->end() - controller_->cursor() >= server_.config().limits.output_buffer_bytes;
+}
+
+void Session::read_terminal() {
+    if (!started_ || !master_) return;
+    bool grew = false;
+    while (!terminal_closed_ && !paused_for_controller()) {
+        const ssize_t n = log_->read_from(master_.get(), protocol::kMaxIoPayloadSize);
+        if (n > 0) {
+            grew = true;
+            continue;
+        }
+        if (n == -EINTR) continue;
+        if (n == -EAGAIN) break;
+        // EIO (or 0): every holder of the terminal's peer has closed it; all output is in.
+        terminal_closed_ = true;
+        if (n < 0 && n != -EIO && !ending_) {
+            if (grew) notify_changed();
+            return stop(ExitReason::OutputFailed);
+        }
+    }
+    update_terminal_events();
+    if (grew) notify_changed();
+    if (terminal_closed_) maybe_finish();
+}
+
+void Session::update_terminal_events() {
+    if (!terminal_source_) return;
+    std::uint32_t events = 0;
+    if (started_ && !terminal_closed_ && !paused_for_controller()) events |= EPOLLIN;
+    if (!held_input_.empty() && state_ == State::Running && !terminal_closed_) events |= EPOLLOUT;
+    set_io_events(terminal_source_, events);
+}
+
+// ---- End ---------------------------------------------------------------------------------
+
+void Session::on_exited(protocol::ExitStatus status) {
+    exited_ = true;
+    exit_status_ = std::move(status);
+    log_info("session command exited", {{"UNIT", unit_}, {"EXIT", std::to_string(exit_status_.shell_status())}});
+    if (!ending_) {
+        ending_ = true;
+        reason_ = exit_status_.reason;
+        if (state_ != State::Ended) state_ = State::Ending;
+        start_drain_timer();
+        read_terminal();
+        return;
+    }
+    maybe_finish();
+}
+
+void Session::stop(ExitReason reason) {
+    if (state_ == State::Ended) return;
+    if (state_ == State::Starting && !start_failed_ && reason == ExitReason::Stopped) {
+        // STARTED precedes EXIT: a STOP that overtakes the start waits for it.
+        stop_after_start_ = true;
+        return;
+    }
+    if (!ending_) {
+        ending_ = true;
+        reason_ = reason;
+        state_ = State::Ending;
+    }
+    if (backend_session_) return stop_backend();
+    maybe_finish();
+}
+
+void Session::stop_backend() {
+    if (stop_requested_) return;
+    stop_requested_ = true;
+    const auto deadline = backends::Clock::now() +
+                          std::chrono::duration_cast<backends::Clock::duration>(server_.config().timeouts.cleanup);
+    backend_session_->stop(deadline, guarded("session stopped", [this](bool ok, std::string why) { on_stopped(ok, why); }));
+}
+
+void Session::on_stopped(bool ok, const std::string& why) {
+    stopped_ = true;
+    release_slot();
+    if (!ok) return server_.fail_closed(why);
+    log_info("session cleaned up", {{"UNIT", unit_}, {"REASON", std::string(protocol::to_string(reason_))}});
+    if (!drain_timer_) start_drain_timer();
+    read_terminal();
+    maybe_finish();
+}
+
+void Session::start_drain_timer() {
+    add_timer(server_.event(), drain_timer_, usec(server_.config().timeouts.drain), guarded("drain timer", [this] {
+        drain_expired_ = true;
+        maybe_finish();
+    }));
+}
+
+void Session::maybe_finish() {
+    if (!ending_ || state_ == State::Ended) return;
+    // A session that never started has no output to wait for.
+    const bool drained = terminal_closed_ || drain_expired_ || !master_ || !started_;
+    if (backend_session_ && !stop_requested_) {
+        // The command ended on its own: wait for its output, then clean up what is left.
+        if (!drained) return;
+        if (!terminal_closed_ && reason_ == ExitReason::Exited) reason_ = ExitReason::DrainTimeout;
+        return stop_backend();
+    }
+    if (backend_session_ && !stopped_) return;
+    if (!drained) return;
+    protocol::ExitStatus status = exited_ ? exit_status_ : protocol::ExitStatus{};
+    status.reason = reason_;
+    finish(status);
+}
+
+void Session::finish(protocol::ExitStatus status) {
+    state_ = State::Ended;
+    ended_usec_ = now_usec(server_.event());
+    final_status_ = status;
+    terminal_source_.reset();
+    drain_timer_.reset();
+    master_.reset();
+    held_input_.clear();
+    release_slot();
+    if (!start_failed_)
+        log_info("session ended", {{"UNIT", unit_}, {"REASON", std::string(protocol::to_string(status.reason))},
+                                   {"EXIT", std::to_string(status.shell_status())},
+                                   {"DURATION_S", std::to_string(std::time(nullptr) - created_)}});
+    notify_changed();
+    server_.sessions().ended(this);
+}
+
+void Session::abandon() {
+    backend_session_.reset();  // its processes are left to the next run's cleanup_orphans
+    terminal_source_.reset();
+    drain_timer_.reset();
+    master_.reset();
+}
+
+void Session::release_slot() {
+    if (!holds_slot_) return;
+    holds_slot_ = false;
+    server_.admission().release_session();
+}
+
+}  // namespace ptyvisor::server

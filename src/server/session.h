@@ -1,0 +1,168 @@
+// Session: one terminal and the command on it, from START to the end of its retention.
+//
+// Sessions belong to the SessionRegistry (in Server), never to a connection, so that one may
+// outlive every client (a detached session). Connections attach to it as SessionClients.
+//
+//   Starting --exec'd--> Running --exited, or stop()--> Ending --drained, cleaned--> Ended
+//       \--start failed------------------------------------------------------------^
+//
+// Invariants:
+//  - The terminal is read into the OutputLog, and every client reads the log at a cursor of
+//    its own. Only a bound session (not detached: its controller's disconnect ends it) waits
+//    for its controller: reading pauses while the controller is output_buffer_bytes behind.
+//    Otherwise nobody slows the program; a reader that falls behind loses the oldest bytes.
+//  - Nothing is read from the terminal before the command has exec'd (STARTED precedes
+//    every OUTPUT), and the log stops growing before the session is Ended.
+//  - The backend session is stopped exactly once, under the cleanup deadline of its own,
+//    and a failed cleanup fails the daemon closed.
+//  - The session holds one of the admission's session slots from start() until its
+//    processes are gone.
+//  - Every client is told once of the start (or its failure) and wakes at every change; a
+//    client detaches itself before it goes, and is told when the session goes first.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "common/event.h"
+#include "common/unique_fd.h"
+#include "protocol/payloads.h"
+#include "server/output_log.h"
+#include "server/session_roles.h"
+
+namespace ptyvisor::server {
+
+class Server;
+
+// What a session needs from a client attached to it.
+class SessionClient {
+public:
+    virtual void session_started() = 0;                             // STARTED may go out
+    virtual void session_start_failed(const std::string& why) = 0;  // the command never ran
+    virtual void session_changed() = 0;    // the log grew or the session ended: write what is new
+    virtual void session_input_room() = 0;  // held input fell below its bound: read the socket again
+    virtual void session_gone() = 0;        // the session is destroyed now; forget it
+    virtual void session_taken_over() = 0;  // another controller took this one's place
+    // The next offset this client will send: what a bound session waits for.
+    [[nodiscard]] virtual std::uint64_t cursor() const = 0;
+
+protected:
+    ~SessionClient() = default;
+};
+
+class Session {
+public:
+    enum class State { Starting, Running, Ending, Ended };
+
+    Session(Server& server, std::string unit, bool detached);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // Opens the terminal and starts `spec` on it; `starter` is attached as controller.
+    // Takes over the admission slot the starter reserved. Returns false with `why` (for the
+    // client) when nothing could be started; the session is then Ended.
+    bool start(backends::SessionSpec spec, protocol::WindowSize size, SessionClient* starter,
+               std::string& why);
+
+    [[nodiscard]] const std::string& id() const { return id_; }
+    [[nodiscard]] const std::string& unit() const { return unit_; }
+    [[nodiscard]] const std::vector<std::string>& argv() const { return argv_; }
+    [[nodiscard]] const std::string& cwd() const { return cwd_; }
+    [[nodiscard]] std::int64_t created() const { return created_; }
+    [[nodiscard]] State state() const { return state_; }
+    [[nodiscard]] bool started() const { return started_; }
+    [[nodiscard]] pid_t main_pid() const { return main_pid_; }
+    [[nodiscard]] bool detached() const { return detached_; }
+    [[nodiscard]] const OutputLog& log() const { return *log_; }
+    [[nodiscard]] protocol::WindowSize size() const { return size_; }
+    [[nodiscard]] std::uint64_t bytes_in() const { return bytes_in_; }
+    // The final status, once Ended (reason included); nullopt before.
+    [[nodiscard]] const std::optional<protocol::ExitStatus>& exit_status() const { return final_status_; }
+    [[nodiscard]] bool failed_to_start() const { return start_failed_; }
+    [[nodiscard]] std::uint64_t ended_usec() const { return ended_usec_; }  // the loop's monotonic clock
+
+    // Clients.
+    // As controller, `client` replaces any controller, who is told (session_taken_over).
+    void attach(SessionClient* client, Role role);
+    // `disconnected`: the client went without a DETACH; a bound session's controller ends it.
+    void detach(SessionClient* client, bool disconnected);
+    [[nodiscard]] SessionClient* controller() const { return controller_; }
+    [[nodiscard]] std::size_t clients() const { return clients_.size(); }
+    // The session no longer ends with its controller's connection.
+    void make_detached();
+
+    // Controller actions.
+    void write_input(std::span<const std::uint8_t> bytes);
+    [[nodiscard]] bool input_full() const;
+    bool resize(protocol::WindowSize size);
+    // 0, or ESRCH / EPERM as backends::Session::signal_* say.
+    int signal(const protocol::SignalRequest& request, pid_t& group);
+    // Ends the session: STOP, KILL, a bound controller's disconnect or stall, shutdown.
+    void stop(protocol::ExitReason reason);
+
+    // A client took output: a paused bound session may read on.
+    void client_advanced();
+
+    // Drops every process without stopping it (fail-closed): the next run's cleanup_orphans
+    // ends them.
+    void abandon();
+
+private:
+    void on_started(pid_t pid);
+    void on_start_failed(const std::string& why);
+    void on_exited(protocol::ExitStatus status);
+    void on_terminal(std::uint32_t revents);
+    void read_terminal();
+    void write_held_input();
+    void update_terminal_events();
+    [[nodiscard]] bool paused_for_controller() const;
+    void stop_backend();
+    void on_stopped(bool ok, const std::string& why);
+    void start_drain_timer();
+    void maybe_finish();
+    void finish(protocol::ExitStatus status);
+    void release_slot();
+    void notify_changed();
+    template <class F>
+    auto guarded(const char* where, F f);
+
+    Server& server_;
+    std::string unit_, id_;
+    std::vector<std::string> argv_;
+    std::string cwd_;
+    std::int64_t created_ = 0;
+    bool detached_;
+    State state_ = State::Starting;
+
+    std::unique_ptr<OutputLog> log_;
+    UniqueFd master_;
+    EventSource terminal_source_, drain_timer_;
+    std::unique_ptr<backends::Session> backend_session_;
+    protocol::WindowSize size_;
+    pid_t main_pid_ = 0;
+    bool holds_slot_ = false;
+
+    std::vector<std::pair<SessionClient*, Role>> clients_;
+    SessionClient* controller_ = nullptr;
+
+    std::vector<std::uint8_t> held_input_;
+    std::uint64_t bytes_in_ = 0;
+
+    // Ending.
+    bool started_ = false, start_failed_ = false;
+    bool stop_after_start_ = false;
+    bool ending_ = false, exited_ = false, stop_requested_ = false, stopped_ = false;
+    bool terminal_closed_ = false, drain_expired_ = false;
+    protocol::ExitReason reason_ = protocol::ExitReason::Exited;
+    protocol::ExitStatus exit_status_;
+    std::optional<protocol::ExitStatus> final_status_;
+    std::uint64_t ended_usec_ = 0;
+};
+
+}  // namespace ptyvisor::server

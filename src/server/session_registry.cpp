@@ -1,0 +1,126 @@
+#include "server/session_registry.h"
+
+#include <algorithm>
+
+#include "server/server.h"
+
+namespace ptyvisor::server {
+
+SessionRegistry::~SessionRegistry() = default;
+
+Session& SessionRegistry::create(bool detached) {
+    std::string unit = server_.new_unit_name();
+    auto session = std::make_unique<Session>(server_, unit, detached);
+    Session& s = *session;
+    sessions_.emplace(s.id(), std::move(session));
+    return s;
+}
+
+Session* SessionRegistry::find(const std::string& id) const {
+    const auto it = sessions_.find(id);
+    return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const Session*> SessionRegistry::all() const {
+    std::vector<const Session*> out;
+    for (const auto& [id, s] : sessions_) out.push_back(s.get());
+    std::sort(out.begin(), out.end(), [](const Session* a, const Session* b) { return a->created() < b->created(); });
+    return out;
+}
+
+std::size_t SessionRegistry::running() const {
+    return static_cast<std::size_t>(std::count_if(sessions_.begin(), sessions_.end(), [](const auto& s) {
+        return s.second->state() != Session::State::Ended;
+    }));
+}
+
+void SessionRegistry::ended(Session* session) { review(session); }
+
+void SessionRegistry::client_left(Session* session) { review(session); }
+
+// An ended session goes when nobody reads it and nobody may come back for it.
+void SessionRegistry::review(Session* session) {
+    if (session->state() != Session::State::Ended || session->clients() > 0) return;
+    if (session->detached() && !session->failed_to_start() && !server_.shutting_down()) {
+        // Kept for late readers; bounded in number as in time.
+        std::vector<Session*> ended;
+        for (const auto& [id, s] : sessions_)
+            if (s->state() == Session::State::Ended && s->clients() == 0) ended.push_back(s.get());
+        const std::size_t keep = server_.config().limits.max_sessions;
+        if (ended.size() > keep) {
+            std::sort(ended.begin(), ended.end(), [](Session* a, Session* b) { return a->ended_usec() < b->ended_usec(); });
+            for (std::size_t i = 0; i + keep < ended.size(); ++i) {
+                const auto it = sessions_.find(ended[i]->id());
+                doomed_.push_back(std::move(it->second));
+                sessions_.erase(it);
+            }
+            schedule_reap();
+        }
+        arm_expiry();
+        return;
+    }
+    const auto it = sessions_.find(session->id());
+    if (it == sessions_.end()) return;
+    doomed_.push_back(std::move(it->second));
+    sessions_.erase(it);
+    schedule_reap();
+}
+
+void SessionRegistry::schedule_reap() {
+    if (!reap_source_) add_defer(server_.event(), reap_source_, [this] { reap(); });
+    else sd_event_source_set_enabled(reap_source_.get(), SD_EVENT_ONESHOT);
+}
+
+void SessionRegistry::reap() {
+    doomed_.clear();
+    server_.sessions_changed();
+}
+
+void SessionRegistry::arm_expiry() {
+    // One timer, for the session whose retention ends first.
+    std::uint64_t first = 0;
+    for (const auto& [id, s] : sessions_)
+        if (s->state() == Session::State::Ended && s->clients() == 0 && s->detached() &&
+            (first == 0 || s->ended_usec() < first))
+            first = s->ended_usec();
+    if (first == 0) {
+        expiry_timer_.reset();
+        return;
+    }
+    const std::uint64_t due = first + to_usec(server_.config().timeouts.retention);
+    const std::uint64_t now = now_usec(server_.event());
+    rearm_timer(server_.event(), expiry_timer_, due > now ? due - now : 0, [this] { expire(); });
+}
+
+void SessionRegistry::expire() {
+    const std::uint64_t now = now_usec(server_.event());
+    const std::uint64_t retention = to_usec(server_.config().timeouts.retention);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+        Session& s = *it->second;
+        if (s.state() == Session::State::Ended && s.clients() == 0 && now >= s.ended_usec() + retention) {
+            doomed_.push_back(std::move(it->second));
+            it = sessions_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    if (!doomed_.empty()) schedule_reap();
+    arm_expiry();
+}
+
+void SessionRegistry::shut_down() {
+    std::vector<Session*> all;
+    for (const auto& [id, s] : sessions_) all.push_back(s.get());
+    for (Session* s : all) {
+        if (s->state() == Session::State::Ended) review(s);
+        else s->stop(protocol::ExitReason::Shutdown);
+    }
+}
+
+void SessionRegistry::abandon_all() {
+    for (const auto& [id, s] : sessions_) s->abandon();
+    sessions_.clear();
+    doomed_.clear();
+}
+
+}  // namespace ptyvisor::server

@@ -1,0 +1,57 @@
+// SessionRegistry: every session of the daemon, by id, and when each goes.
+//
+// A session stays while it runs. Once Ended it stays while a client is attached (to read
+// its last output and its EXIT); a detached one then stays for the retention time, so that
+// a late reader still finds its status and log, and at most max_sessions ended ones are
+// kept (the oldest go first). Sessions are destroyed on a later loop iteration, never
+// inside one of their own callbacks.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/event.h"
+#include "server/session.h"
+
+namespace ptyvisor::server {
+
+class Server;
+
+class SessionRegistry {
+public:
+    explicit SessionRegistry(Server& server) : server_(server) {}
+    ~SessionRegistry();
+
+    // A new session, not yet started, under a fresh unit name.
+    Session& create(bool detached);
+    [[nodiscard]] Session* find(const std::string& id) const;
+    [[nodiscard]] std::vector<const Session*> all() const;
+    [[nodiscard]] std::size_t running() const;
+    [[nodiscard]] bool empty() const { return sessions_.empty(); }
+
+    // From Session: it is Ended now.
+    void ended(Session* session);
+    // A client left: an ended session may go now.
+    void client_left(Session* session);
+    // The daemon stops: every session ends with reason shutdown.
+    void shut_down();
+    // Fail-closed: every session is dropped without cleanup.
+    void abandon_all();
+
+private:
+    void review(Session* session);
+    void schedule_reap();
+    void reap();
+    void expire();
+    void arm_expiry();
+
+    Server& server_;
+    std::map<std::string, std::unique_ptr<Session>> sessions_;  // by id
+    std::vector<std::unique_ptr<Session>> doomed_;
+    EventSource reap_source_, expiry_timer_;
+};
+
+}  // namespace ptyvisor::server
