@@ -16,6 +16,7 @@
 #include "backends/direct/session_cgroup.h"
 #include "backends/direct/session_records.h"
 #include "backends/direct/spawn.h"
+#include "backends/exit_status.h"
 #include "backends/session_signals.h"
 #include "common/event.h"
 #include "common/linux.h"
@@ -28,25 +29,6 @@ namespace {
 using direct::CgroupRoot;
 using direct::SessionRecord;
 using direct::SessionRecords;
-
-protocol::ExitStatus exit_status_from(const siginfo_t& info) {
-    protocol::ExitStatus s;
-    switch (info.si_code) {
-        case CLD_EXITED:
-            s.kind = protocol::ExitStatus::Kind::Exited;
-            s.code = info.si_status;
-            break;
-        case CLD_KILLED:
-        case CLD_DUMPED:
-            s.kind = protocol::ExitStatus::Kind::Signaled;
-            s.signal = info.si_status;
-            s.core_dumped = info.si_code == CLD_DUMPED;
-            break;
-        default: s.kind = protocol::ExitStatus::Kind::Unknown; break;
-    }
-    s.reason = protocol::ExitReason::Exited;
-    return s;
-}
 
 class DirectBackend;
 
@@ -132,7 +114,7 @@ private:
             return;
         reaped_ = true;
         exit_source_.reset();
-        status_ = exit_status_from(info);
+        status_ = exit_status_from(ChildCode{info.si_code, info.si_status});
         exit_pending_ = true;
         // The exec status pipe is closed by now; read it first so on_started comes before.
         if (!exec_done_) on_exec_status();

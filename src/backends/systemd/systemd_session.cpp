@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdlib>
 
+#include "backends/exit_status.h"
 #include "backends/systemd/session_units.h"
 #include "common/linux.h"
 #include "common/process.h"
@@ -75,27 +76,9 @@ bool ran_and_exited(const ServiceState& state) {
 }
 
 protocol::ExitStatus exit_status_from(const ServiceState& state) {
-    protocol::ExitStatus s;
+    protocol::ExitStatus s = backends::exit_status_from(ChildCode{state.exec_main_code, state.exec_main_status});
     s.unit_result = state.result;
-    switch (state.exec_main_code) {
-        case CLD_EXITED:
-            s.kind = protocol::ExitStatus::Kind::Exited;
-            s.code = state.exec_main_status;
-            break;
-        case CLD_KILLED:
-            s.kind = protocol::ExitStatus::Kind::Signaled;
-            s.signal = state.exec_main_status;
-            break;
-        case CLD_DUMPED:
-            s.kind = protocol::ExitStatus::Kind::Signaled;
-            s.signal = state.exec_main_status;
-            s.core_dumped = true;
-            break;
-        default:
-            s.kind = protocol::ExitStatus::Kind::Unknown;
-            break;
-    }
-    s.reason = state.result == "timeout" ? protocol::ExitReason::Timeout : protocol::ExitReason::Exited;
+    if (state.result == "timeout") s.reason = protocol::ExitReason::Timeout;
     return s;
 }
 
