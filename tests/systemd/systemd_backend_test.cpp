@@ -30,6 +30,7 @@
 #include "backends/systemd/sd_ptr.h"
 #include "backends/systemd/session_units.h"
 #include "backends/systemd/systemd_backend.h"
+#include "common/event.h"
 #include "common/linux.h"
 #include "common/unique_fd.h"
 
@@ -42,7 +43,6 @@ using protocol::ExitStatus;
 using systemd::BusError;
 using systemd::BusPtr;
 using systemd::MessagePtr;
-using systemd::SourcePtr;
 
 constexpr const char* kAccount = "ptyvisor-test";
 constexpr const char* kAgentUnit = "ptyvisor-test-agent.service";
@@ -66,7 +66,7 @@ struct Pty {
     std::string path;
     std::string output;
     bool eof = false;
-    SourcePtr source;
+    EventSource source;
 
     bool open(sd_event* e) {
         master.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
@@ -633,7 +633,7 @@ TEST_F(SystemdBackendTest, BusIsServedWhileAnotherSourceIsAlwaysReady) {
                               },
                               &busy_calls),
               0);
-    SourcePtr busy_source(raw);
+    EventSource busy_source(raw);
 
     for (int round = 0; round < 5; ++round) {
         ASSERT_EQ(run_command("systemctl restart ptyvisor-test-agent.service 2>/dev/null || "

@@ -31,6 +31,7 @@
 #include "backends/session_signals.h"
 #include "backends/systemd/bus_connection.h"
 #include "backends/systemd/sd_ptr.h"
+#include "common/event.h"
 #include "backends/systemd/unit_properties.h"
 
 namespace ptyvisor::backends::systemd {
@@ -130,7 +131,7 @@ private:
     Phase phase_ = Phase::Starting;
     pid_t main_pid_ = 0;
     UniqueFd main_pidfd_;
-    SourcePtr main_pidfd_source_;
+    EventSource main_pidfd_source_;
     bool main_gone_ = false;
 
     SlotPtr props_match_;
@@ -155,8 +156,8 @@ private:
     bool stopping_ = false;
     bool stop_sent_ = false;
     std::vector<std::function<void(bool, std::string)>> stop_done_;
-    SourcePtr stop_timer_;
-    SourcePtr deferred_;
+    EventSource stop_timer_;
+    EventSource deferred_;
 };
 
 }  // namespace ptyvisor::backends::systemd
