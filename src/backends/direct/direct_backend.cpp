@@ -74,9 +74,9 @@ public:
         if (!cgroup_.empty()) {
             if (direct::kill_cgroup(cgroup_) == 0) return;
             for (const pid_t pid : direct::cgroup_pids(cgroup_)) {
-                UniqueFd fd(pidfd_open(pid));
-                // Re-check membership through the pidfd: the PID may have been recycled.
-                if (fd && process_cgroup(fd.get()) == cgroup_path_) pidfd_send_signal(fd.get(), SIGKILL);
+                // Re-check membership through a pin: the PID may have been recycled.
+                const auto process = PidRef::pin(pid);
+                if (process && process->cgroup() == cgroup_path_) process->signal(SIGKILL);
             }
             return;
         }

@@ -9,7 +9,6 @@
 
 #include "backends/exit_status.h"
 #include "backends/systemd/session_units.h"
-#include "common/linux.h"
 #include "common/process.h"
 
 namespace ptyvisor::backends::systemd {
@@ -278,17 +277,14 @@ void SystemdSession::mark_started(const ServiceState& state) {
     const pid_t pid = static_cast<pid_t>(state.main_pid != 0 ? state.main_pid : state.exec_main_pid);
     main_pid_ = pid;
     phase_ = Phase::Running;
-    if (pid > 0) {
-        UniqueFd fd(pidfd_open(pid));
-        // MainPID may already have exited and, in theory, its number been reused: accept the
-        // pidfd only if the process it names is in our unit's cgroup and still alive after we
-        // looked.
-        // The unit's cgroup, for SIGNAL, is learnt from its main process, and believed only
-        // if that process is in our unit (a stranger that reused the PID is not). It does not
-        // need the pidfd: where pidfd_open is missing (valgrind), SIGNAL still works.
-        learn_cgroup(pid);
-        if (fd && (cgroup_.empty() || !pidfd_alive(fd.get()))) fd.reset();
-        if (fd) {
+    // The unit's cgroup, for SIGNAL, is learnt from its main process. MainPID may already have
+    // exited and, in theory, its number been reused: what the pin reads is believed only if
+    // it is our unit's, and the process is watched only then. Without a pidfd (valgrind) it
+    // cannot be watched, but SIGNAL still works.
+    if (auto main = PidRef::pin(pid)) {
+        learn_cgroup(*main);
+        if (!cgroup_.empty() && !main->by_pid()) {
+            UniqueFd fd = std::move(*main).take_pidfd();
             sd_event_source* s = nullptr;
             if (sd_event_add_io(conn_->event(), &s, fd.get(), EPOLLIN, &SystemdSession::on_main_pidfd,
                                 this) >= 0) {
@@ -445,9 +441,9 @@ void SystemdSession::report_exited(protocol::ExitStatus status) {
     check_stop_done();
 }
 
-void SystemdSession::learn_cgroup(pid_t pid) {
-    if (pid <= 0) return;
-    const auto cg = read_cgroup(pid);
+void SystemdSession::learn_cgroup(const PidRef& process) {
+    // A process in our unit is ours, whichever PID it has; a stranger's cgroup is not.
+    const auto cg = process.cgroup();
     if (cg && cgroup_leaf(*cg) == unit_) cgroup_ = *cg;
 }
 
@@ -455,7 +451,8 @@ SessionMembers SystemdSession::members() {
     SessionMembers m;
     m.agent = agent_;
     // Not learnt at start (the main process was not readable then): try again now.
-    if (cgroup_.empty() && !unit_gone_) learn_cgroup(main_pid_);
+    if (cgroup_.empty() && !unit_gone_)
+        if (const auto main = PidRef::pin(main_pid_)) learn_cgroup(*main);
     if (cgroup_.empty() || unit_gone_) return m;  // no members: ESRCH
     if (const auto mount = cgroup2_mount()) {
         m.cgroup_dir = *mount + cgroup_;

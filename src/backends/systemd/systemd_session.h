@@ -32,6 +32,7 @@
 #include "backends/systemd/bus_connection.h"
 #include "backends/systemd/sd_ptr.h"
 #include "common/event.h"
+#include "common/process.h"
 #include "backends/systemd/unit_properties.h"
 
 namespace ptyvisor::backends::systemd {
@@ -94,8 +95,8 @@ private:
     void resync();
     void read_active_state();
     [[nodiscard]] SessionMembers members();
-    // Sets cgroup_ from `pid`'s cgroup, if that is our unit's.
-    void learn_cgroup(pid_t pid);
+    // Sets cgroup_ from `process`'s cgroup, if that is our unit's.
+    void learn_cgroup(const PidRef& process);
     void kill_unit(int sig);
     void report_start_failed(std::string why);
     void report_exited(protocol::ExitStatus status);
