@@ -663,7 +663,9 @@ void Connection::leave_handshake() {
 }
 
 void Connection::abandon() {
-    session_.reset();  // a direct session's destructor kills and reaps synchronously
+    // Lets go of the session without stopping it: its processes keep running (backend.h),
+    // and the next run's cleanup_orphans() ends them.
+    session_.reset();
     close();
 }
 

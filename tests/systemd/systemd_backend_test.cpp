@@ -549,6 +549,36 @@ TEST_F(SystemdBackendTest, CleanupOrphansStopsAnotherInstancesUnits) {
     run_command("systemctl stop ptyvisor-bystander.service");
 }
 
+// backend.h: destroying a session without stop() leaves its unit and processes running (it
+// only drops our reference), until the next run's cleanup_orphans() stops them.
+TEST_F(SystemdBackendTest, DestroyedWithoutStopItRunsOnUntilTheNextRunCleansUp) {
+    Pty pty;
+    Observed o;
+    auto s = start({"sleep", "100"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+    const std::string unit = s->unit();
+    UniqueFd main(pidfd_open(o.pid));
+    ASSERT_TRUE(main);
+
+    s.reset();
+    run_until(event_, [] { return false; }, 300ms);  // UnrefUnit goes out, and is handled
+    EXPECT_TRUE(pidfd_alive(main.get())) << "the destructor ended the session";
+    const auto listed = list_units(bus_.get(), unit);
+    ASSERT_EQ(listed.size(), 1u) << "the unit is gone";
+    EXPECT_EQ(listed[0].second, "active");
+    EXPECT_TRUE(unit_refs(bus_.get(), unit).empty()) << "our reference was dropped";
+    EXPECT_EQ(o.events, 1) << "no event after the destructor";
+
+    auto next = make(options());
+    ASSERT_TRUE(next);
+    std::string why;
+    EXPECT_TRUE(next->cleanup_orphans(Clock::now() + 10s, why)) << why;
+    EXPECT_TRUE(run_until(event_, [&] { return !pidfd_alive(main.get()); }, 10s));
+    for (const auto& [name, state] : list_units(bus_.get(), unit))
+        EXPECT_TRUE(state == "inactive" || state == "failed") << name << " " << state;
+}
+
 TEST_F(SystemdBackendTest, PeerInsideASessionIsRefused) {
     Pty pty;
     Observed o;

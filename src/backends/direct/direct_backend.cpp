@@ -86,6 +86,10 @@ public:
 
     void stop(Clock::time_point deadline, std::function<void(bool, std::string)> done) override;
 
+    // For a session that never ran for anyone (start() failed after the spawn): kills and
+    // reaps it synchronously, and forgets its record once nothing of it can be left.
+    void discard();
+
 private:
     void on_exec_status() {
         unsigned char buf[64];
@@ -228,8 +232,8 @@ public:
                                                        std::move(events), spec.argv.front());
         if (const int r = session->watch(); r < 0) {
             why = std::string("cannot watch the session: ") + std::strerror(-r);
-            session->kill_all();
-            return nullptr;  // the destructor reaps and cleans up
+            session->discard();
+            return nullptr;
         }
         live_.insert(session.get());
         return session;
@@ -266,10 +270,10 @@ public:
         return PeerVerdict::Allowed;
     }
 
-    void forget(DirectSession* s) {
-        live_.erase(s);
-        records_.remove(s->unit());
-    }
+    // The session object is going; its processes and record may stay (backend.h).
+    void forget(DirectSession* s) { live_.erase(s); }
+    // Every process of the session has ended: its record goes.
+    void ended(DirectSession* s) { records_.remove(s->unit()); }
 
     // Never Unsure (no MainPID cache here), so there is nothing to refresh; the answer still
     // comes from the loop, as the interface promises.
@@ -293,12 +297,19 @@ private:
     std::vector<RecheckCallback> rechecks_;
 };
 
-DirectSession::~DirectSession() {
-    if (!reaped_) {
-        kill_all();
-        ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), nullptr, WEXITED);
-    }
-    backend_.forget(this);
+// Leaves the processes running and the record in place (backend.h): the next run's
+// cleanup_orphans() finds them there. What goes is only what watched them.
+DirectSession::~DirectSession() { backend_.forget(this); }
+
+void DirectSession::discard() {
+    kill_all();
+    siginfo_t info{};
+    if (!reaped_ &&
+        ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED) == 0)
+        reaped_ = true;
+    // Without a cgroup the leader was the whole record; with one, the record stays until the
+    // directory is gone, so that a process still dying in it is cleaned up by the next run.
+    if (cgroup_.empty() || direct::remove_cgroup(cgroup_) == 0) backend_.ended(this);
 }
 
 void DirectSession::stop(Clock::time_point deadline, std::function<void(bool, std::string)> done) {
@@ -348,6 +359,8 @@ void DirectSession::check_stopped() {
 
 void DirectSession::finish_stop() {
     if (!cgroup_.empty()) direct::remove_cgroup(cgroup_);
+    // Nothing of the session is left: there is nothing for the next run to clean up.
+    backend_.ended(this);
     cgroup_watch_.reset();
     stop_timer_.reset();
     auto cb = std::move(stop_done_);

@@ -23,6 +23,8 @@
 // confirms), but a unit that ended *and* was collected before that can no longer tell its
 // status; on_exited then reports Kind::Unknown with reason BackendFailed.
 // Every method call has a slot of its own (pending_calls.h): no call cancels another.
+// Destroying the session without stop() leaves the unit running (backend.h): it only drops
+// our reference, so that systemd collects the unit once it is inactive.
 #pragma once
 
 #include <memory>
