@@ -80,8 +80,14 @@ struct SessionEvents {
     std::function<void(protocol::ExitStatus status)> on_exited;
 };
 
-// One running session. Destroying it without stop() leaves processes running: the server
-// always stops a session first.
+// One running session.
+//
+// Only stop() ends a session's processes. Destroying a Session without stop() leaves them
+// running, in both backends, together with what the next run's cleanup_orphans() needs to
+// find them (the direct backend's record and cgroup; the systemd backend's unit): a
+// destructor never kills, never waits, and calls none of the SessionEvents. The server stops
+// every session before letting go of it, except when it fails closed
+// (Connection::abandon()); a daemon that keeps sessions across a restart relies on this too.
 class Session {
 public:
     virtual ~Session() = default;
@@ -127,7 +133,8 @@ public:
     virtual ~Backend() = default;
     [[nodiscard]] virtual std::string_view name() const = 0;
 
-    // Stops every session left behind by an earlier run of the daemon (a crash, SIGKILL).
+    // Stops every session left behind by an earlier run of the daemon (a crash, SIGKILL, or
+    // a Session destroyed without stop(), as when the daemon fails closed).
     // Runs once at start-up, before the socket listens; it may block until `deadline`.
     // Returns false with `why` when something could not be cleaned.
     virtual bool cleanup_orphans(Clock::time_point deadline, std::string& why) = 0;

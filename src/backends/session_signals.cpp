@@ -8,9 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "common/linux.h"
 #include "common/process.h"
-#include "common/unique_fd.h"
 
 namespace ptyvisor::backends {
 namespace {
@@ -33,21 +31,6 @@ bool next_number(std::string_view& s, std::uint64_t& out) {
     if (ec != std::errc{} || end == s.data()) return false;
     s.remove_prefix(static_cast<std::size_t>(end - s.data()));
     return true;
-}
-
-// Field `n` (1-based, n >= 3) of /proc/PID/stat: counted after the command name, which may
-// itself hold spaces and parentheses.
-std::optional<pid_t> stat_field(std::string_view stat, int n) {
-    const auto close = stat.rfind(')');
-    if (close == std::string_view::npos) return std::nullopt;
-    std::string_view rest = stat.substr(close + 1);
-    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-    if (rest.empty()) return std::nullopt;
-    rest.remove_prefix(1);  // field 3, the state letter
-    std::uint64_t v = 0;
-    for (int i = 4; i <= n; ++i)
-        if (!next_number(rest, v)) return std::nullopt;
-    return static_cast<pid_t>(v);
 }
 
 std::vector<pid_t> parse_pids(const std::string& text) {
@@ -75,18 +58,6 @@ std::vector<pid_t> all_pids() {
     return pids;
 }
 
-// Whether two readings of /proc/PID/stat are of one process: the same name (up to its
-// closing parenthesis), parent, process group and session.
-bool same_process(std::string_view before, const std::optional<std::string>& after) {
-    if (!after) return false;
-    const auto name_end = before.rfind(')');
-    if (name_end == std::string_view::npos || after->compare(0, name_end + 1, before.substr(0, name_end + 1)) != 0)
-        return false;
-    for (const int n : {4, 5, 6})
-        if (stat_field(before, n) != stat_field(*after, n)) return false;
-    return true;
-}
-
 struct Tally {
     int members = 0;   // in the session (and the group, when one is asked for)
     int signalled = 0;
@@ -94,27 +65,19 @@ struct Tally {
 
 // Checks one candidate and signals it if it is a member (in `pgid` when > 0) the rule allows.
 void consider(const SessionMembers& m, pid_t pid, pid_t pgid, int sig, Tally& tally) {
-    UniqueFd fd(pidfd_open(pid));
-    // Without pidfd_open (ENOSYS: valgrind's emulation, never a kernel we run on), the PID
-    // itself, confirmed by its name, parent, group and session being unchanged after the
-    // checks: only a PID reused within that window, by a look-alike, could be mistaken.
-    const bool by_pid = !fd && errno == ENOSYS;
-    if (!fd && !by_pid) return;  // gone already
-    const std::string dir = "/proc/" + std::to_string(pid) + "/";
-    const auto status = read_small_file(dir + "status");
-    const auto stat = read_small_file(dir + "stat");
-    const auto cgroup = m.cgroup.empty() ? std::nullopt
-                        : by_pid         ? process_cgroup_by_pid(pid)
-                                         : process_cgroup(fd.get());
-    // Read, then confirm: what we read is the pidfd's process only if it is still alive.
-    if (!status || !stat) return;
-    if (by_pid ? !same_process(*stat, read_small_file(dir + "stat")) : !pidfd_alive(fd.get())) return;
+    const auto process = PidRef::pin(pid);
+    if (!process) return;  // gone already
+    const auto status = process->read("status");
+    const auto stat = process->read("stat");
+    const auto cgroup = m.cgroup.empty() ? std::nullopt : process->cgroup();
+    // Read, then confirm: what we read is the pinned process's only if it is still there.
+    if (!status || !stat || !process->confirm()) return;
     if (!m.cgroup.empty() ? cgroup != m.cgroup : parse_stat_session(*stat) != m.session_id) return;
     if (pgid > 0 && parse_stat_pgrp(*stat) != pgid) return;
     ++tally.members;
     const auto ids = parse_status_uids(*status);
     if (!ids || !agent_may_signal(*ids, m.agent)) return;
-    if ((by_pid ? ::kill(pid, sig) : pidfd_send_signal(fd.get(), sig)) == 0) ++tally.signalled;
+    if (process->signal(sig) == 0) ++tally.signalled;
 }
 
 int deliver(const SessionMembers& m, pid_t pgid, int sig) {
@@ -148,8 +111,15 @@ bool agent_may_signal(const ProcessIds& ids, uid_t agent) {
     return ids.real == agent && ids.saved == agent;
 }
 
-std::optional<pid_t> parse_stat_pgrp(std::string_view stat) { return stat_field(stat, 5); }
-std::optional<pid_t> parse_stat_session(std::string_view stat) { return stat_field(stat, 6); }
+std::optional<pid_t> parse_stat_pgrp(std::string_view stat) {
+    const auto v = stat_field(stat, 5);
+    return v ? std::optional<pid_t>(static_cast<pid_t>(*v)) : std::nullopt;
+}
+
+std::optional<pid_t> parse_stat_session(std::string_view stat) {
+    const auto v = stat_field(stat, 6);
+    return v ? std::optional<pid_t>(static_cast<pid_t>(*v)) : std::nullopt;
+}
 
 int signal_members(const SessionMembers& members, int sig) { return deliver(members, 0, sig); }
 

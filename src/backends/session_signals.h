@@ -6,8 +6,8 @@
 //    session where the direct backend has no cgroup), and
 //  - its real and saved uid are both the agent's (a setuid program the agent started keeps
 //    root as its saved uid, and the agent could not signal it either).
-// Each candidate is pinned by a pidfd before /proc is read and checked alive after, so the
-// facts read belong to the process signalled and a recycled PID is never hit.
+// Each candidate is pinned (common/process.h's PidRef) before /proc is read and confirmed
+// after, so the facts read belong to the process signalled and a recycled PID is never hit.
 //
 // The cleanup at session end (cgroup.kill, KillUnit, StopUnit) does not go through here: it
 // must end every process, whoever it runs as.

@@ -1,5 +1,6 @@
 // RAII owners for sd-event objects, and the callback trampolines that let a member
-// function serve as an sd-event handler.
+// function serve as an sd-event handler. Every sd_event and sd_event_source the daemon holds
+// is in one of these owners, declared here and nowhere else.
 //
 // Destroying an EventSource disables it first, so a callback can never run for an object
 // that is gone.

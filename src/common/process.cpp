@@ -1,38 +1,41 @@
 #include "common/process.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <cerrno>
+#include <charconv>
 
 #include <linux/magic.h>
 
 #include "common/linux.h"
-#include "common/unique_fd.h"
 
 namespace ptyvisor {
 namespace {
 
-std::optional<std::string> cgroup_from_text(const std::string& text) {
-    std::size_t at = 0;
-    while (at < text.size()) {
-        const auto end = text.find('\n', at);
-        const std::string line = text.substr(at, end == std::string::npos ? end : end - at);
-        if (line.rfind("0::", 0) == 0) return line.substr(3);
-        if (end == std::string::npos) break;
-        at = end + 1;
-    }
-    return std::nullopt;
+std::string proc_path(pid_t pid, std::string_view file) {
+    std::string path = "/proc/" + std::to_string(pid) + "/";
+    path.append(file);
+    return path;
 }
 
 // Reads `file` under /proc/<pid> of the process behind pidfd, confirming identity after.
-std::optional<std::string> read_proc_of(int pidfd, const char* file) {
+std::optional<std::string> read_proc_of(int pidfd, std::string_view file) {
     const pid_t pid = pidfd_to_pid(pidfd);
     if (pid <= 0) return std::nullopt;
-    auto text = read_small_file("/proc/" + std::to_string(pid) + "/" + file);
+    auto text = read_small_file(proc_path(pid, file));
     if (!text || !pidfd_alive(pidfd) || pidfd_to_pid(pidfd) != pid) return std::nullopt;
     return text;
+}
+
+bool next_number(std::string_view& s, std::uint64_t& out) {
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    if (ec != std::errc{} || end == s.data()) return false;
+    s.remove_prefix(static_cast<std::size_t>(end - s.data()));
+    return true;
 }
 
 }  // namespace
@@ -52,6 +55,41 @@ std::optional<std::string> read_small_file(const std::string& path) {
     return out;
 }
 
+std::optional<std::string> cgroup_from_text(std::string_view text) {
+    std::size_t at = 0;
+    while (at < text.size()) {
+        const auto end = std::min(text.find('\n', at), text.size());
+        const auto line = text.substr(at, end - at);
+        if (line.substr(0, 3) == "0::") return std::string(line.substr(3));
+        at = end + 1;
+    }
+    return std::nullopt;
+}
+
+std::optional<std::uint64_t> stat_field(std::string_view stat, int n) {
+    if (n < 4) return std::nullopt;
+    const auto close = stat.rfind(')');
+    if (close == std::string_view::npos) return std::nullopt;
+    std::string_view rest = stat.substr(close + 1);
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    if (rest.empty()) return std::nullopt;
+    rest.remove_prefix(1);  // field 3, the state letter
+    std::uint64_t v = 0;
+    for (int i = 4; i <= n; ++i)
+        if (!next_number(rest, v)) return std::nullopt;
+    return v;
+}
+
+bool same_process(std::string_view before, std::string_view after) {
+    const auto name_end = before.rfind(')');
+    if (name_end == std::string_view::npos ||
+        after.substr(0, name_end + 1) != before.substr(0, name_end + 1))
+        return false;
+    for (const int n : {4, 5, 6})
+        if (stat_field(before, n) != stat_field(after, n)) return false;
+    return true;
+}
+
 std::optional<std::string> process_cgroup(int pidfd) {
     const auto text = read_proc_of(pidfd, "cgroup");
     if (!text) return std::nullopt;
@@ -61,15 +99,48 @@ std::optional<std::string> process_cgroup(int pidfd) {
 std::optional<pid_t> process_session(int pidfd) {
     const auto text = read_proc_of(pidfd, "stat");
     if (!text) return std::nullopt;
-    // Fields after the command name, which may itself hold spaces and parentheses.
-    const auto close = text->rfind(')');
-    if (close == std::string::npos) return std::nullopt;
-    // state ppid pgrp session
-    unsigned long ppid = 0, pgrp = 0, session = 0;
-    char state = 0;
-    if (std::sscanf(text->c_str() + close + 1, " %c %lu %lu %lu", &state, &ppid, &pgrp, &session) != 4)
-        return std::nullopt;
-    return static_cast<pid_t>(session);
+    const auto session = stat_field(*text, 6);
+    if (!session) return std::nullopt;
+    return static_cast<pid_t>(*session);
+}
+
+std::optional<PidRef> PidRef::pin(pid_t pid) {
+    if (pid <= 0) return std::nullopt;
+    UniqueFd fd(pidfd_open(pid));
+    if (fd) return PidRef(pid, std::move(fd), {});
+    if (errno == ENOSYS) return pin_by_pid(pid);
+    return std::nullopt;  // ESRCH: gone already
+}
+
+std::optional<PidRef> PidRef::pin_by_pid(pid_t pid) {
+    if (pid <= 0) return std::nullopt;
+    auto stat = read_small_file(proc_path(pid, "stat"));
+    if (!stat || !stat_field(*stat, 6)) return std::nullopt;
+    return PidRef(pid, UniqueFd(), std::move(*stat));
+}
+
+std::optional<std::string> PidRef::read(std::string_view file) const {
+    return read_small_file(proc_path(pid_, file));
+}
+
+bool PidRef::confirm() const {
+    if (pidfd_) return pidfd_alive(pidfd_.get()) && pidfd_to_pid(pidfd_.get()) == pid_;
+    const auto now = read("stat");
+    // A zombie keeps its stat: by PID, "alive" is its state letter, which follows the name.
+    if (!now || !same_process(stat_, *now)) return false;
+    const auto state = now->rfind(')') + 2;
+    return state < now->size() && (*now)[state] != 'Z' && (*now)[state] != 'X';
+}
+
+std::optional<std::string> PidRef::cgroup() const {
+    if (pidfd_) return process_cgroup(pidfd_.get());
+    const auto text = read("cgroup");
+    if (!text || !confirm()) return std::nullopt;
+    return cgroup_from_text(*text);
+}
+
+int PidRef::signal(int sig) const {
+    return pidfd_ ? pidfd_send_signal(pidfd_.get(), sig) : ::kill(pid_, sig);
 }
 
 std::optional<std::string> cgroup2_mount() {
@@ -82,12 +153,6 @@ std::optional<std::string> cgroup2_mount() {
 
 std::optional<std::string> own_cgroup() {
     const auto text = read_small_file("/proc/self/cgroup");
-    if (!text) return std::nullopt;
-    return cgroup_from_text(*text);
-}
-
-std::optional<std::string> process_cgroup_by_pid(pid_t pid) {
-    const auto text = read_small_file("/proc/" + std::to_string(pid) + "/cgroup");
     if (!text) return std::nullopt;
     return cgroup_from_text(*text);
 }

@@ -611,7 +611,9 @@ void Connection::leave_handshake() {
 }
 
 void Connection::abandon() {
-    session_ = nullptr;  // the registry abandons every session itself
+    // The registry lets go of every session itself, without stopping it: its processes keep
+    // running (backend.h), and the next run's cleanup_orphans() ends them.
+    session_ = nullptr;
     close();
 }
 

@@ -30,6 +30,7 @@
 #include "backends/systemd/sd_ptr.h"
 #include "backends/systemd/session_units.h"
 #include "backends/systemd/systemd_backend.h"
+#include "common/event.h"
 #include "common/linux.h"
 #include "common/unique_fd.h"
 
@@ -42,7 +43,6 @@ using protocol::ExitStatus;
 using systemd::BusError;
 using systemd::BusPtr;
 using systemd::MessagePtr;
-using systemd::SourcePtr;
 
 constexpr const char* kAccount = "ptyvisor-test";
 constexpr const char* kAgentUnit = "ptyvisor-test-agent.service";
@@ -66,7 +66,7 @@ struct Pty {
     std::string path;
     std::string output;
     bool eof = false;
-    SourcePtr source;
+    EventSource source;
 
     bool open(sd_event* e) {
         master.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
@@ -549,6 +549,36 @@ TEST_F(SystemdBackendTest, CleanupOrphansStopsAnotherInstancesUnits) {
     run_command("systemctl stop ptyvisor-bystander.service");
 }
 
+// backend.h: destroying a session without stop() leaves its unit and processes running (it
+// only drops our reference), until the next run's cleanup_orphans() stops them.
+TEST_F(SystemdBackendTest, DestroyedWithoutStopItRunsOnUntilTheNextRunCleansUp) {
+    Pty pty;
+    Observed o;
+    auto s = start({"sleep", "100"}, pty, o);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+    const std::string unit = s->unit();
+    UniqueFd main(pidfd_open(o.pid));
+    ASSERT_TRUE(main);
+
+    s.reset();
+    run_until(event_, [] { return false; }, 300ms);  // UnrefUnit goes out, and is handled
+    EXPECT_TRUE(pidfd_alive(main.get())) << "the destructor ended the session";
+    const auto listed = list_units(bus_.get(), unit);
+    ASSERT_EQ(listed.size(), 1u) << "the unit is gone";
+    EXPECT_EQ(listed[0].second, "active");
+    EXPECT_TRUE(unit_refs(bus_.get(), unit).empty()) << "our reference was dropped";
+    EXPECT_EQ(o.events, 1) << "no event after the destructor";
+
+    auto next = make(options());
+    ASSERT_TRUE(next);
+    std::string why;
+    EXPECT_TRUE(next->cleanup_orphans(Clock::now() + 10s, why)) << why;
+    EXPECT_TRUE(run_until(event_, [&] { return !pidfd_alive(main.get()); }, 10s));
+    for (const auto& [name, state] : list_units(bus_.get(), unit))
+        EXPECT_TRUE(state == "inactive" || state == "failed") << name << " " << state;
+}
+
 TEST_F(SystemdBackendTest, PeerInsideASessionIsRefused) {
     Pty pty;
     Observed o;
@@ -633,7 +663,7 @@ TEST_F(SystemdBackendTest, BusIsServedWhileAnotherSourceIsAlwaysReady) {
                               },
                               &busy_calls),
               0);
-    SourcePtr busy_source(raw);
+    EventSource busy_source(raw);
 
     for (int round = 0; round < 5; ++round) {
         ASSERT_EQ(run_command("systemctl restart ptyvisor-test-agent.service 2>/dev/null || "

@@ -16,6 +16,7 @@
 #include "backends/direct/session_cgroup.h"
 #include "backends/direct/session_records.h"
 #include "backends/direct/spawn.h"
+#include "backends/exit_status.h"
 #include "backends/session_signals.h"
 #include "common/event.h"
 #include "common/linux.h"
@@ -28,25 +29,6 @@ namespace {
 using direct::CgroupRoot;
 using direct::SessionRecord;
 using direct::SessionRecords;
-
-protocol::ExitStatus exit_status_from(const siginfo_t& info) {
-    protocol::ExitStatus s;
-    switch (info.si_code) {
-        case CLD_EXITED:
-            s.kind = protocol::ExitStatus::Kind::Exited;
-            s.code = info.si_status;
-            break;
-        case CLD_KILLED:
-        case CLD_DUMPED:
-            s.kind = protocol::ExitStatus::Kind::Signaled;
-            s.signal = info.si_status;
-            s.core_dumped = info.si_code == CLD_DUMPED;
-            break;
-        default: s.kind = protocol::ExitStatus::Kind::Unknown; break;
-    }
-    s.reason = protocol::ExitReason::Exited;
-    return s;
-}
 
 class DirectBackend;
 
@@ -92,9 +74,9 @@ public:
         if (!cgroup_.empty()) {
             if (direct::kill_cgroup(cgroup_) == 0) return;
             for (const pid_t pid : direct::cgroup_pids(cgroup_)) {
-                UniqueFd fd(pidfd_open(pid));
-                // Re-check membership through the pidfd: the PID may have been recycled.
-                if (fd && process_cgroup(fd.get()) == cgroup_path_) pidfd_send_signal(fd.get(), SIGKILL);
+                // Re-check membership through a pin: the PID may have been recycled.
+                const auto process = PidRef::pin(pid);
+                if (process && process->cgroup() == cgroup_path_) process->signal(SIGKILL);
             }
             return;
         }
@@ -103,6 +85,10 @@ public:
     }
 
     void stop(Clock::time_point deadline, std::function<void(bool, std::string)> done) override;
+
+    // For a session that never ran for anyone (start() failed after the spawn): kills and
+    // reaps it synchronously, and forgets its record once nothing of it can be left.
+    void discard();
 
 private:
     void on_exec_status() {
@@ -132,7 +118,7 @@ private:
             return;
         reaped_ = true;
         exit_source_.reset();
-        status_ = exit_status_from(info);
+        status_ = exit_status_from(ChildCode{info.si_code, info.si_status});
         exit_pending_ = true;
         // The exec status pipe is closed by now; read it first so on_started comes before.
         if (!exec_done_) on_exec_status();
@@ -246,8 +232,8 @@ public:
                                                        std::move(events), spec.argv.front());
         if (const int r = session->watch(); r < 0) {
             why = std::string("cannot watch the session: ") + std::strerror(-r);
-            session->kill_all();
-            return nullptr;  // the destructor reaps and cleans up
+            session->discard();
+            return nullptr;
         }
         live_.insert(session.get());
         return session;
@@ -284,10 +270,10 @@ public:
         return PeerVerdict::Allowed;
     }
 
-    void forget(DirectSession* s) {
-        live_.erase(s);
-        records_.remove(s->unit());
-    }
+    // The session object is going; its processes and record may stay (backend.h).
+    void forget(DirectSession* s) { live_.erase(s); }
+    // Every process of the session has ended: its record goes.
+    void ended(DirectSession* s) { records_.remove(s->unit()); }
 
     // Never Unsure (no MainPID cache here), so there is nothing to refresh; the answer still
     // comes from the loop, as the interface promises.
@@ -311,12 +297,19 @@ private:
     std::vector<RecheckCallback> rechecks_;
 };
 
-DirectSession::~DirectSession() {
-    if (!reaped_) {
-        kill_all();
-        ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), nullptr, WEXITED);
-    }
-    backend_.forget(this);
+// Leaves the processes running and the record in place (backend.h): the next run's
+// cleanup_orphans() finds them there. What goes is only what watched them.
+DirectSession::~DirectSession() { backend_.forget(this); }
+
+void DirectSession::discard() {
+    kill_all();
+    siginfo_t info{};
+    if (!reaped_ &&
+        ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED) == 0)
+        reaped_ = true;
+    // Without a cgroup the leader was the whole record; with one, the record stays until the
+    // directory is gone, so that a process still dying in it is cleaned up by the next run.
+    if (cgroup_.empty() || direct::remove_cgroup(cgroup_) == 0) backend_.ended(this);
 }
 
 void DirectSession::stop(Clock::time_point deadline, std::function<void(bool, std::string)> done) {
@@ -366,6 +359,8 @@ void DirectSession::check_stopped() {
 
 void DirectSession::finish_stop() {
     if (!cgroup_.empty()) direct::remove_cgroup(cgroup_);
+    // Nothing of the session is left: there is nothing for the next run to clean up.
+    backend_.ended(this);
     cgroup_watch_.reset();
     stop_timer_.reset();
     auto cb = std::move(stop_done_);

@@ -59,7 +59,6 @@ BusConnection::~BusConnection() {
         sd_bus_detach_event(bus_.get());
     }
     bus_.reset();
-    sd_event_unref(event_);
 }
 
 bool BusConnection::connect(std::string& why) {
@@ -77,7 +76,7 @@ bool BusConnection::connect(std::string& why) {
     // pending source each time; at equal priority an always-ready source (the listener
     // under a connection flood, a bulk session's PTY) then wins every tie and systemd's
     // replies and signals are never processed. systemd's messages are few; new peers wait.
-    r = sd_bus_attach_event(bus.get(), event_, SD_EVENT_PRIORITY_IMPORTANT);
+    r = sd_bus_attach_event(bus.get(), event_.get(), SD_EVENT_PRIORITY_IMPORTANT);
     if (r < 0) {
         why = "cannot attach the bus to the event loop: " + describe_errno(r);
         return false;
@@ -271,7 +270,7 @@ void BusConnection::schedule_reconnect() {
     // Never tear the bus down from inside its own dispatch: do it from a timer.
     retry_usec_ = 0;
     sd_event_source* s = nullptr;
-    if (sd_event_add_time_relative(event_, &s, CLOCK_MONOTONIC, 0, 0, &BusConnection::on_reconnect,
+    if (sd_event_add_time_relative(event_.get(), &s, CLOCK_MONOTONIC, 0, 0, &BusConnection::on_reconnect,
                                    this) >= 0)
         reconnect_timer_.reset(s);
 }

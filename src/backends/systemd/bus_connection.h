@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "backends/systemd/sd_ptr.h"
+#include "common/event.h"
 
 namespace ptyvisor::backends::systemd {
 
@@ -70,7 +71,7 @@ public:
     BusConnection& operator=(const BusConnection&) = delete;
 
     [[nodiscard]] sd_bus* bus() const noexcept { return bus_.get(); }
-    [[nodiscard]] sd_event* event() const noexcept { return event_; }
+    [[nodiscard]] sd_event* event() const noexcept { return event_.get(); }
     [[nodiscard]] bool connected() const noexcept { return bus_ != nullptr; }
 
     void add_listener(ConnectionListener* listener);
@@ -107,14 +108,14 @@ private:
     static int on_subscribe_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
     static int on_reconnect(sd_event_source* s, uint64_t usec, void* userdata);
 
-    sd_event* event_;
+    EventLoop event_;  // first: it outlives the bus attached to it
     BusPtr bus_;
     SlotPtr filter_;
     SlotPtr owner_match_;
     SlotPtr job_removed_match_;
     SlotPtr unit_removed_match_;
     SlotPtr subscribe_call_;
-    SourcePtr reconnect_timer_;
+    EventSource reconnect_timer_;
     std::uint64_t retry_usec_ = 0;
     std::uint64_t addressed_signals_dropped_ = 0;
     std::vector<ConnectionListener*> listeners_;

@@ -2,6 +2,7 @@
 
 #include "backends/systemd/session_units.h"
 #include "common/linux.h"
+#include "common/process.h"
 
 namespace ptyvisor::backends::systemd {
 
@@ -186,14 +187,15 @@ void MainPidTracker::apply(Entry& e, pid_t pid) {
     e.pid = 0;
     e.pidfd.reset();
     if (pid <= 0) return;
-    UniqueFd fd(pidfd_open(pid));
-    if (!fd) return;
+    // Only a pidfd may vouch for a peer: without pidfd_open (valgrind) no MainPID is known.
+    auto process = PidRef::pin(pid);
+    if (!process || process->by_pid()) return;
     // The number systemd told us may already belong to another process: take the pidfd
-    // only if that process is in the unit's own cgroup, and still alive after we looked.
-    const auto cg = read_cgroup(pid);
-    if (!cg || cgroup_leaf(*cg) != e.unit || !pidfd_alive(fd.get())) return;
+    // only if that process is in the unit's own cgroup (read, then confirmed).
+    const auto cg = process->cgroup();
+    if (!cg || cgroup_leaf(*cg) != e.unit) return;
     e.pid = pid;
-    e.pidfd = std::move(fd);
+    e.pidfd = std::move(*process).take_pidfd();
 }
 
 bool MainPidTracker::knows_live_main_pid(const Entry& e) {

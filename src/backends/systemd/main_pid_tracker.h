@@ -33,6 +33,7 @@
 #include "backends/backend.h"
 #include "backends/systemd/bus_connection.h"
 #include "backends/systemd/sd_ptr.h"
+#include "common/event.h"
 #include "common/unique_fd.h"
 
 namespace ptyvisor::backends::systemd {
@@ -111,7 +112,7 @@ private:
     std::chrono::microseconds min_round_interval_;
     std::uint64_t last_round_usec_ = 0;            // CLOCK_MONOTONIC; 0 before the first
     std::uint64_t rounds_started_ = 0;
-    SourcePtr round_timer_;                        // armed while a round waits for its turn
+    EventSource round_timer_;                      // armed while a round waits for its turn
 };
 
 }  // namespace ptyvisor::backends::systemd

@@ -1,12 +1,12 @@
-// RAII owners for the libsystemd objects the systemd backend holds.
+// RAII owners for the sd-bus objects the systemd backend holds (sd-event's are in
+// common/event.h: one declaration per type).
 //
-// Every sd_bus, sd_bus_message, sd_bus_slot and sd_event_source goes into one of these at
-// once. Dropping a slot removes its match or cancels its pending call, so an object that owns
-// its slots can never be called back after it is destroyed.
+// Every sd_bus, sd_bus_message and sd_bus_slot goes into one of these at once. Dropping a
+// slot removes its match or cancels its pending call, so an object that owns its slots can
+// never be called back after it is destroyed.
 #pragma once
 
 #include <systemd/sd-bus.h>
-#include <systemd/sd-event.h>
 
 #include <memory>
 #include <cstring>
@@ -29,11 +29,6 @@ struct SlotUnref {
     void operator()(sd_bus_slot* s) const noexcept { sd_bus_slot_unref(s); }
 };
 using SlotPtr = std::unique_ptr<sd_bus_slot, SlotUnref>;
-
-struct SourceUnref {
-    void operator()(sd_event_source* s) const noexcept { sd_event_source_disable_unref(s); }
-};
-using SourcePtr = std::unique_ptr<sd_event_source, SourceUnref>;
 
 // sd_bus_error with automatic sd_bus_error_free.
 class BusError {

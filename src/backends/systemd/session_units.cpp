@@ -1,13 +1,9 @@
 #include "backends/systemd/session_units.h"
 
-#include <fcntl.h>
 #include <systemd/sd-bus.h>
-#include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
 #include <cstdlib>
-
-#include "common/unique_fd.h"
 
 namespace ptyvisor::backends::systemd {
 namespace {
@@ -53,31 +49,6 @@ std::string unit_object_path(std::string_view unit) {
     std::string out(path);
     std::free(path);
     return out;
-}
-
-std::optional<std::string> read_cgroup(pid_t pid) {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/cgroup", static_cast<int>(pid));
-    UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
-    if (!fd) return std::nullopt;
-    std::string text;
-    char buf[4096];
-    for (;;) {
-        const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-        if (n < 0) return std::nullopt;
-        if (n == 0) break;
-        text.append(buf, static_cast<size_t>(n));
-        if (text.size() > 65536) return std::nullopt;
-    }
-    // cgroup v2 line: "0::/path". On a hybrid host the other lines are v1 controllers.
-    size_t pos = 0;
-    while (pos < text.size()) {
-        const size_t end = std::min(text.find('\n', pos), text.size());
-        const std::string_view line(text.data() + pos, end - pos);
-        if (line.substr(0, 3) == "0::") return std::string(line.substr(3));
-        pos = end + 1;
-    }
-    return std::nullopt;
 }
 
 bool cgroup_in_session(std::string_view cgroup, std::string_view prefix) {

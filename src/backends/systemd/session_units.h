@@ -1,9 +1,6 @@
 // Naming of session units and recognising processes that run inside one.
 #pragma once
 
-#include <sys/types.h>
-
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,9 +20,6 @@ std::string session_unit_glob(std::string_view prefix);
 
 // "/org/freedesktop/systemd1/unit/<bus-escaped name>".
 std::string unit_object_path(std::string_view unit);
-
-// The unified-hierarchy cgroup path of `pid` from /proc/<pid>/cgroup ("0::/a/b"), or nullopt.
-std::optional<std::string> read_cgroup(pid_t pid);
 
 // Whether `cgroup` lies inside ptyvisor.slice or inside a session unit of `prefix`.
 bool cgroup_in_session(std::string_view cgroup, std::string_view prefix);

@@ -14,6 +14,7 @@
 #include "backends/systemd/systemd_session.h"
 #include "backends/systemd/unit_properties.h"
 #include "common/linux.h"
+#include "common/process.h"
 
 namespace ptyvisor::backends {
 
@@ -205,6 +206,14 @@ bool resolve_for_unit(SessionSpec& spec, std::string& why) {
                               spec.account.gid, spec.account.groups, spec.exec_path, why);
 }
 
+// The peer's cgroup, confirmed to be the peer's (common/process.h). `pid` is the peer's PID,
+// read from its pidfd; a caller that has no pidfd gets what its bare PID can give.
+std::optional<std::string> peer_cgroup(const Peer& peer, pid_t pid) {
+    if (peer.pidfd >= 0) return process_cgroup(peer.pidfd);
+    const auto process = PidRef::pin(pid);
+    return process ? process->cgroup() : std::nullopt;
+}
+
 }  // namespace
 
 Resolver SystemdBackend::resolver() const { return &resolve_for_unit; }
@@ -264,15 +273,10 @@ PeerVerdict SystemdBackend::check_peer(const Peer& peer, std::string& why) {
         why = pid == 0 ? "peer is outside our PID namespace" : "peer has exited";
         return PeerVerdict::Refused;
     }
-    const auto cgroup = read_cgroup(pid);
-    // Read first, then make sure the process we read about is still the one behind the
-    // pidfd: a PID reused in between would have made us read a stranger's cgroup.
-    if (peer.pidfd >= 0 && !pidfd_alive(peer.pidfd)) {
-        why = "peer has exited";
-        return PeerVerdict::Refused;
-    }
+    const auto cgroup = peer_cgroup(peer, pid);
     if (!cgroup) {
-        why = "cannot read the peer's cgroup";
+        why = peer.pidfd >= 0 && !pidfd_alive(peer.pidfd) ? "peer has exited"
+                                                          : "cannot read the peer's cgroup";
         return PeerVerdict::Refused;
     }
     if (cgroup_in_session(*cgroup, options_.unit_prefix)) {

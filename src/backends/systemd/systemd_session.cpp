@@ -7,8 +7,8 @@
 #include <csignal>
 #include <cstdlib>
 
+#include "backends/exit_status.h"
 #include "backends/systemd/session_units.h"
-#include "common/linux.h"
 #include "common/process.h"
 
 namespace ptyvisor::backends::systemd {
@@ -75,27 +75,10 @@ bool ran_and_exited(const ServiceState& state) {
 }
 
 protocol::ExitStatus exit_status_from(const ServiceState& state) {
-    protocol::ExitStatus s;
+    protocol::ExitStatus s =
+        backends::exit_status_from(ChildCode{state.exec_main_code, state.exec_main_status});
     s.unit_result = state.result;
-    switch (state.exec_main_code) {
-        case CLD_EXITED:
-            s.kind = protocol::ExitStatus::Kind::Exited;
-            s.code = state.exec_main_status;
-            break;
-        case CLD_KILLED:
-            s.kind = protocol::ExitStatus::Kind::Signaled;
-            s.signal = state.exec_main_status;
-            break;
-        case CLD_DUMPED:
-            s.kind = protocol::ExitStatus::Kind::Signaled;
-            s.signal = state.exec_main_status;
-            s.core_dumped = true;
-            break;
-        default:
-            s.kind = protocol::ExitStatus::Kind::Unknown;
-            break;
-    }
-    s.reason = state.result == "timeout" ? protocol::ExitReason::Timeout : protocol::ExitReason::Exited;
+    if (state.result == "timeout") s.reason = protocol::ExitReason::Timeout;
     return s;
 }
 
@@ -119,12 +102,10 @@ SystemdSession::~SystemdSession() {
     *alive_ = false;
     conn_->remove_listener(this);
     if (ref_held_) {
-        // Let systemd collect the unit once it is inactive. Sent after StartTransientUnit on
-        // the same connection, so it is processed after it even if the start is in flight.
-        std::string why;
-        if (MessagePtr m = conn_->manager_call("UnrefUnit", why)) {
-            if (sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0) conn_->fire_and_forget(m.get());
-        }
+        // Let systemd collect the unit once it is inactive; it keeps running until then.
+        // Sent after StartTransientUnit on the same connection, so it is processed after it
+        // even if the start is in flight.
+        if (MessagePtr m = unit_call("UnrefUnit")) conn_->fire_and_forget(m.get());
     }
 }
 
@@ -136,70 +117,70 @@ bool SystemdSession::add_matches() {
                             &SystemdSession::on_properties_changed, this) >= 0;
 }
 
+MessagePtr SystemdSession::unit_call(const char* member) const {
+    std::string why;
+    MessagePtr m = conn_->manager_call(member, why);
+    if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) < 0) m.reset();
+    return m;
+}
+
+bool SystemdSession::send(MessagePtr m, PendingCalls::Handler on_reply) {
+    return m && calls_.call(conn_->bus(), m.get(), std::move(on_reply)) >= 0;
+}
+
 bool SystemdSession::begin(const TransientService& service, std::string& why) {
     if (path_.empty()) {
         why = "invalid unit name: " + unit_;
         return false;
     }
-    // The matches go out first: the bus processes our messages in order, so they are in
-    // force before systemd sees StartTransientUnit and can emit anything about the unit.
-    if (!add_matches()) {
+    if (!add_matches() || !lifecycle_.watch()) {
         why = "cannot watch unit " + unit_ + " on the bus";
         return false;
     }
     MessagePtr m = build_start_transient_unit(conn_->bus(), service, why);
     if (!m) return false;
-    const int r = conn_->call_async(start_call_, m.get(), &SystemdSession::on_start_reply, this);
+    if (!lifecycle_.send_start()) {
+        why = "internal error: unit " + unit_ + " started out of order";
+        return false;
+    }
+    const int r =
+        calls_.call(conn_->bus(), m.get(), [this](sd_bus_message* reply) { start_replied(reply); });
     if (r < 0) {
         why = "cannot send StartTransientUnit: " + describe_errno(r);
         return false;
     }
+    ref_held_ = true;  // AddRef=yes
     return true;
 }
 
-int SystemdSession::on_start_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
-    auto* self = static_cast<SystemdSession*>(userdata);
-    if (self->phase_ != Phase::Starting) return 0;
+void SystemdSession::start_replied(sd_bus_message* m) {
+    if (!lifecycle_.is(Phase::Starting)) return;
     if (sd_bus_message_is_method_error(m, nullptr)) {
         const sd_bus_error* e = sd_bus_message_get_error(m);
         if (is_transport_error(e)) {
             // systemd went away with our request; whether the unit exists is learnt by resync
             // when it is back (bus_ready), or now if it still answers.
-            self->resync();
-            return 0;
+            resync();
+            return;
         }
-        self->ref_held_ = false;  // the unit was not created, so we hold no reference
-        self->unit_gone_ = true;
-        self->report_start_failed(std::string("cannot start unit: ") +
-                                  (e && e->message ? e->message : "unknown error"));
-        return 0;
+        ref_held_ = false;  // the unit was not created, so we hold no reference
+        unit_gone_ = true;
+        report_start_failed(std::string("cannot start unit: ") +
+                            (e && e->message ? e->message : "unknown error"));
+        return;
     }
     const char* job = nullptr;
     if (sd_bus_message_read(m, "o", &job) < 0 || !job) {
-        self->resync();
-        return 0;
+        resync();
+        return;
     }
-    self->start_replied_ = true;
-    self->job_path_ = job;
-    auto early = std::move(self->early_jobs_);
-    self->early_jobs_.clear();
-    for (const auto& [path, result] : early)
-        if (path == self->job_path_) {
-            self->job_finished(result);
-            return 0;
-        }
-    return 0;
+    if (const auto result = start_job_.replied(job)) job_finished(*result);
 }
 
 void SystemdSession::job_removed(const std::string& job, const std::string& unit,
                                  const std::string& result) {
-    if (phase_ != Phase::Starting || unit != unit_) return;
-    if (!start_replied_) {
-        // JobRemoved can overtake the reply to StartTransientUnit: keep it for the reply.
-        early_jobs_.emplace_back(job, result);
-        return;
-    }
-    if (job_path_.empty() || job_path_ == job) job_finished(result);
+    if (unit != unit_ || !lifecycle_.is(Phase::Starting)) return;
+    if (const auto ours = start_job_.removed(job, result)) job_finished(*ours);
 }
 
 void SystemdSession::job_finished(const std::string& result) {
@@ -216,38 +197,34 @@ void SystemdSession::read_service(Read purpose, std::string job_result) {
                          : -ENOTCONN;
     MessagePtr m(raw);
     if (r >= 0) r = sd_bus_message_append(m.get(), "s", kServiceInterface);
-    read_purpose_ = purpose;
-    read_job_result_ = std::move(job_result);
-    if (r >= 0) r = conn_->call_async(read_call_, m.get(), &SystemdSession::on_service_read, this);
-    // On failure the bus is gone; resync re-reads once it is back.
-    (void)r;
+    if (r < 0) m.reset();
+    // When it cannot be sent the bus is gone; resync re-reads once it is back.
+    send(std::move(m), [this, purpose, job_result = std::move(job_result)](sd_bus_message* reply) {
+        service_replied(reply, purpose, job_result);
+    });
 }
 
-int SystemdSession::on_service_read(sd_bus_message* m, void* userdata, sd_bus_error*) {
-    auto* self = static_cast<SystemdSession*>(userdata);
-    const Read purpose = self->read_purpose_;
-    const std::string job_result = self->read_job_result_;
+void SystemdSession::service_replied(sd_bus_message* m, Read purpose,
+                                     const std::string& job_result) {
     if (sd_bus_message_is_method_error(m, nullptr)) {
-        const sd_bus_error* e = sd_bus_message_get_error(m);
-        if (is_transport_error(e)) return 0;  // resync follows bus_ready
+        if (is_transport_error(sd_bus_message_get_error(m))) return;  // resync follows bus_ready
         // The unit is not readable: we can no longer tell how it ended.
-        self->unit_vanished();
-        return 0;
+        unit_vanished();
+        return;
     }
     ServiceState state;
     if (read_service_state(m, state) < 0) {
-        self->unit_vanished();
-        return 0;
+        unit_vanished();
+        return;
     }
-    self->service_read(purpose, job_result, state);
-    return 0;
+    service_read(purpose, job_result, state);
 }
 
 void SystemdSession::service_read(Read purpose, const std::string& job_result,
                                   const ServiceState& state) {
     switch (purpose) {
         case Read::Started: {
-            if (phase_ != Phase::Starting) return;
+            if (!lifecycle_.is(Phase::Starting)) return;
             const auto guard = alive_;
             mark_started(state);
             if (!*guard) return;
@@ -258,14 +235,14 @@ void SystemdSession::service_read(Read purpose, const std::string& job_result,
             return;
         }
         case Read::Resync:
-            if (phase_ != Phase::Starting) return;
+            if (!lifecycle_.is(Phase::Starting)) return;
             if (state.exec_main_pid != 0) {
                 service_read(Read::Started, job_result, state);
                 return;
             }
             [[fallthrough]];
         case Read::StartFailed: {
-            if (phase_ != Phase::Starting) return;
+            if (!lifecycle_.is(Phase::Starting)) return;
             if (ran_and_exited(state)) {
                 // Type=exec: when the command exits at once, systemd may handle its SIGCHLD
                 // before the exec notification and fail the start job although the command
@@ -282,7 +259,7 @@ void SystemdSession::service_read(Read purpose, const std::string& job_result,
             return;
         }
         case Read::Exit: {
-            if (phase_ != Phase::Running) return;
+            if (!lifecycle_.is(Phase::Running)) return;
             const protocol::ExitStatus status = exit_status_from(state);
             release_ref();
             report_exited(status);
@@ -292,20 +269,17 @@ void SystemdSession::service_read(Read purpose, const std::string& job_result,
 }
 
 void SystemdSession::mark_started(const ServiceState& state) {
+    if (!lifecycle_.start()) return;
     const pid_t pid = static_cast<pid_t>(state.main_pid != 0 ? state.main_pid : state.exec_main_pid);
     main_pid_ = pid;
-    phase_ = Phase::Running;
-    if (pid > 0) {
-        UniqueFd fd(pidfd_open(pid));
-        // MainPID may already have exited and, in theory, its number been reused: accept the
-        // pidfd only if the process it names is in our unit's cgroup and still alive after we
-        // looked.
-        // The unit's cgroup, for SIGNAL, is learnt from its main process, and believed only
-        // if that process is in our unit (a stranger that reused the PID is not). It does not
-        // need the pidfd: where pidfd_open is missing (valgrind), SIGNAL still works.
-        learn_cgroup(pid);
-        if (fd && (cgroup_.empty() || !pidfd_alive(fd.get()))) fd.reset();
-        if (fd) {
+    // The unit's cgroup, for SIGNAL, is learnt from its main process. MainPID may already have
+    // exited and, in theory, its number been reused: what the pin reads is believed only if
+    // it is our unit's, and the process is watched only then. Without a pidfd (valgrind) it
+    // cannot be watched, but SIGNAL still works.
+    if (auto main = PidRef::pin(pid)) {
+        learn_cgroup(*main);
+        if (!cgroup_.empty() && !main->by_pid()) {
+            UniqueFd fd = std::move(*main).take_pidfd();
             sd_event_source* s = nullptr;
             if (sd_event_add_io(conn_->event(), &s, fd.get(), EPOLLIN, &SystemdSession::on_main_pidfd,
                                 this) >= 0) {
@@ -364,10 +338,8 @@ int SystemdSession::on_properties_changed(sd_bus_message* m, void* userdata, sd_
         return 0;
     }
     // While starting, ActiveState is not trusted: the read after the start decides.
-    if (ended_state(active_state) && self->phase_ == Phase::Running) {
-        self->unit_ended_ = true;
+    if (ended_state(active_state) && self->lifecycle_.is(Phase::Running))
         self->read_service(Read::Exit);
-    }
     return 0;
 }
 
@@ -377,15 +349,7 @@ void SystemdSession::release_ref() {
         return;
     }
     ref_held_ = false;
-    std::string why;
-    MessagePtr m = conn_->manager_call("UnrefUnit", why);
-    if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
-        conn_->call_async(unref_call_, m.get(), &SystemdSession::on_unref_reply, this);
-}
-
-int SystemdSession::on_unref_reply(sd_bus_message*, void* userdata, sd_bus_error*) {
-    static_cast<SystemdSession*>(userdata)->check_gone();
-    return 0;
+    send(unit_call("UnrefUnit"), [this](sd_bus_message*) { check_gone(); });
 }
 
 void SystemdSession::check_gone() {
@@ -395,28 +359,22 @@ void SystemdSession::check_gone() {
     }
     // Either GetUnit says NoSuchUnit, or the unit still exists and UnitRemoved follows: the
     // signal cannot overtake the reply, since systemd answers us in order.
-    std::string why;
-    MessagePtr m = conn_->manager_call("GetUnit", why);
-    if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
-        conn_->call_async(get_unit_call_, m.get(), &SystemdSession::on_get_unit_reply, this);
+    send(unit_call("GetUnit"), [this](sd_bus_message* reply) { get_unit_replied(reply); });
 }
 
-int SystemdSession::on_get_unit_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
-    auto* self = static_cast<SystemdSession*>(userdata);
-    if (sd_bus_message_is_method_error(m, "org.freedesktop.systemd1.NoSuchUnit")) {
-        if (self->phase_ == Phase::Starting || self->phase_ == Phase::Running) {
-            self->unit_vanished();
-            return 0;
-        }
-        self->unit_gone_ = true;
-        self->check_stop_done();
+void SystemdSession::get_unit_replied(sd_bus_message* m) {
+    if (!sd_bus_message_is_method_error(m, "org.freedesktop.systemd1.NoSuchUnit")) return;
+    if (!lifecycle_.finished()) {
+        unit_vanished();
+        return;
     }
-    return 0;
+    unit_gone_ = true;
+    check_stop_done();
 }
 
 void SystemdSession::unit_removed(const std::string& unit) {
-    if (unit != unit_ || unit_gone_) return;
-    if (phase_ == Phase::Starting && !start_replied_) {
+    if (unit != unit_ || unit_gone_ || lifecycle_.before_start()) return;
+    if (lifecycle_.is(Phase::Starting) && start_job_.awaiting_reply()) {
         // A failed StartTransientUnit may create and drop the unit; its reply says why.
         unit_gone_ = true;
         return;
@@ -424,19 +382,16 @@ void SystemdSession::unit_removed(const std::string& unit) {
     // Confirm: an exiting manager (daemon-reexec) announces every unit as removed, and the
     // new one brings them back. GetUnit is answered after the signal, by whoever is PID 1 by
     // then; a transport error waits for bus_ready's resync.
-    std::string why;
-    MessagePtr m = conn_->manager_call("GetUnit", why);
-    if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
-        conn_->call_async(get_unit_call_, m.get(), &SystemdSession::on_get_unit_reply, this);
+    send(unit_call("GetUnit"), [this](sd_bus_message* reply) { get_unit_replied(reply); });
 }
 
 void SystemdSession::unit_vanished() {
     unit_gone_ = true;
     ref_held_ = false;
     const auto guard = alive_;
-    if (phase_ == Phase::Starting) {
+    if (lifecycle_.is(Phase::Starting)) {
         report_start_failed("unit " + unit_ + " vanished before it started");
-    } else if (phase_ == Phase::Running) {
+    } else if (lifecycle_.is(Phase::Running)) {
         protocol::ExitStatus lost;
         lost.kind = protocol::ExitStatus::Kind::Unknown;
         lost.reason = protocol::ExitReason::BackendFailed;
@@ -447,7 +402,7 @@ void SystemdSession::unit_vanished() {
 }
 
 void SystemdSession::report_start_failed(std::string why) {
-    phase_ = Phase::StartFailed;
+    if (!lifecycle_.fail_start()) return;
     const auto guard = alive_;
     if (events_.on_start_failed) events_.on_start_failed(std::move(why));
     if (!*guard) return;
@@ -455,16 +410,16 @@ void SystemdSession::report_start_failed(std::string why) {
 }
 
 void SystemdSession::report_exited(protocol::ExitStatus status) {
-    phase_ = Phase::Ended;
+    if (!lifecycle_.end()) return;
     const auto guard = alive_;
     if (events_.on_exited) events_.on_exited(std::move(status));
     if (!*guard) return;
     check_stop_done();
 }
 
-void SystemdSession::learn_cgroup(pid_t pid) {
-    if (pid <= 0) return;
-    const auto cg = read_cgroup(pid);
+void SystemdSession::learn_cgroup(const PidRef& process) {
+    // A process in our unit is ours, whichever PID it has; a stranger's cgroup is not.
+    const auto cg = process.cgroup();
     if (cg && cgroup_leaf(*cg) == unit_) cgroup_ = *cg;
 }
 
@@ -472,7 +427,8 @@ SessionMembers SystemdSession::members() {
     SessionMembers m;
     m.agent = agent_;
     // Not learnt at start (the main process was not readable then): try again now.
-    if (cgroup_.empty() && !unit_gone_) learn_cgroup(main_pid_);
+    if (cgroup_.empty() && !unit_gone_)
+        if (const auto main = PidRef::pin(main_pid_)) learn_cgroup(*main);
     if (cgroup_.empty() || unit_gone_) return m;  // no members: ESRCH
     if (const auto mount = cgroup2_mount()) {
         m.cgroup_dir = *mount + cgroup_;
@@ -490,11 +446,8 @@ int SystemdSession::signal_foreground_group(pid_t pgid, int sig) {
 // Cleanup only: systemd signals every process of the unit, whoever it runs as.
 void SystemdSession::kill_unit(int sig) {
     if (unit_gone_) return;
-    std::string why;
-    MessagePtr m = conn_->manager_call("KillUnit", why);
-    if (!m) return;
-    if (sd_bus_message_append(m.get(), "ssi", unit_.c_str(), "all", sig) >= 0)
-        conn_->fire_and_forget(m.get());
+    MessagePtr m = unit_call("KillUnit");
+    if (m && sd_bus_message_append(m.get(), "si", "all", sig) >= 0) conn_->fire_and_forget(m.get());
 }
 
 void SystemdSession::stop(Clock::time_point deadline,
@@ -518,33 +471,30 @@ void SystemdSession::stop(Clock::time_point deadline,
 
 void SystemdSession::send_stop() {
     if (unit_gone_) return;
-    if ((phase_ == Phase::Ended || phase_ == Phase::StartFailed) && !ref_held_) {
+    if (lifecycle_.finished() && !ref_held_) {
         // Already inactive; systemd collects it. Nothing to stop, only to see it go.
         check_gone();
         return;
     }
-    std::string why;
-    MessagePtr m = conn_->manager_call("StopUnit", why);
-    if (m && sd_bus_message_append(m.get(), "ss", unit_.c_str(), "replace") >= 0 &&
-        conn_->call_async(stop_call_, m.get(), &SystemdSession::on_stop_reply, this) >= 0)
+    MessagePtr m = unit_call("StopUnit");
+    if (m && sd_bus_message_append(m.get(), "s", "replace") < 0) m.reset();
+    if (send(std::move(m), [this](sd_bus_message* reply) { stop_replied(reply); }))
         stop_sent_ = true;
 }
 
-int SystemdSession::on_stop_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
-    auto* self = static_cast<SystemdSession*>(userdata);
-    if (!sd_bus_message_is_method_error(m, nullptr)) return 0;
+void SystemdSession::stop_replied(sd_bus_message* m) {
+    if (!sd_bus_message_is_method_error(m, nullptr)) return;
     const sd_bus_error* e = sd_bus_message_get_error(m);
     if (sd_bus_error_has_name(e, "org.freedesktop.systemd1.NoSuchUnit")) {
-        self->unit_vanished();  // an already-gone unit counts as stopped
-        return 0;
+        unit_vanished();  // an already-gone unit counts as stopped
+        return;
     }
     if (is_transport_error(e)) {
-        self->stop_sent_ = false;  // resync sends it again
-        return 0;
+        stop_sent_ = false;  // resync sends it again
+        return;
     }
-    self->finish_stop(false, "cannot stop unit " + self->unit_ + ": " +
-                                 (e && e->message ? e->message : "unknown error"));
-    return 0;
+    finish_stop(false, "cannot stop unit " + unit_ + ": " +
+                           (e && e->message ? e->message : "unknown error"));
 }
 
 int SystemdSession::on_deferred(sd_event_source*, void* userdata) {
@@ -584,17 +534,12 @@ int SystemdSession::on_stop_deadline(sd_event_source*, uint64_t, void* userdata)
 
 void SystemdSession::bus_lost() {
     props_match_.reset();
-    start_call_.reset();
-    read_call_.reset();
-    unref_call_.reset();
-    get_unit_call_.reset();
-    state_call_.reset();
-    stop_call_.reset();
-    ref_call_.reset();
+    calls_.clear();
     stop_sent_ = false;
 }
 
 void SystemdSession::bus_ready(bool new_bus) {
+    if (lifecycle_.before_start()) return;  // begin() has not sent anything to re-read
     if (new_bus) {
         add_matches();
         // Our reference belonged to the old connection: take one on this one, and keep
@@ -602,20 +547,13 @@ void SystemdSession::bus_ready(bool new_bus) {
         if (ref_held_) ref_confirmed_ = false;
     }
     if (ref_held_ && !ref_confirmed_) {
-        std::string why;
-        MessagePtr m = conn_->manager_call("RefUnit", why);
-        if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
-            conn_->call_async(ref_call_, m.get(), &SystemdSession::on_ref_reply, this);
+        send(unit_call("RefUnit"), [this](sd_bus_message* reply) {
+            // NoSuchUnit: resync's GetUnit reports the unit as vanished. Transport errors:
+            // retried on the next bus_ready.
+            if (!sd_bus_message_is_method_error(reply, nullptr)) ref_confirmed_ = true;
+        });
     }
     resync();
-}
-
-int SystemdSession::on_ref_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
-    auto* self = static_cast<SystemdSession*>(userdata);
-    if (!sd_bus_message_is_method_error(m, nullptr)) self->ref_confirmed_ = true;
-    // NoSuchUnit: resync's GetUnit reports the unit as vanished. Transport errors: retried
-    // on the next bus_ready.
-    return 0;
 }
 
 void SystemdSession::read_active_state() {
@@ -625,56 +563,43 @@ void SystemdSession::read_active_state() {
                          : -ENOTCONN;
     MessagePtr m(raw);
     if (r >= 0) r = sd_bus_message_append(m.get(), "ss", kUnitInterface, "ActiveState");
-    if (r >= 0) conn_->call_async(state_call_, m.get(), &SystemdSession::on_active_state_reply, this);
+    if (r < 0) m.reset();
+    send(std::move(m), [this](sd_bus_message* reply) { active_state_replied(reply); });
 }
 
 void SystemdSession::resync() {
-    if (phase_ == Phase::Ended || phase_ == Phase::StartFailed) {
+    if (lifecycle_.finished()) {
         if (stopping_) check_gone();
         return;
     }
     // GetUnit does not load a unit that is gone (a property read on its path would).
-    std::string why;
-    MessagePtr m = conn_->manager_call("GetUnit", why);
-    if (m && sd_bus_message_append(m.get(), "s", unit_.c_str()) >= 0)
-        conn_->call_async(
-            state_call_, m.get(),
-            [](sd_bus_message* reply, void* userdata, sd_bus_error*) -> int {
-                auto* self = static_cast<SystemdSession*>(userdata);
-                if (sd_bus_message_is_method_error(reply, nullptr)) {
-                    if (sd_bus_message_is_method_error(reply, "org.freedesktop.systemd1.NoSuchUnit"))
-                        self->unit_vanished();
-                    return 0;  // transport errors: the next bus_ready retries
-                }
-                self->read_active_state();
-                return 0;
-            },
-            this);
+    send(unit_call("GetUnit"), [this](sd_bus_message* reply) {
+        if (sd_bus_message_is_method_error(reply, nullptr)) {
+            if (sd_bus_message_is_method_error(reply, "org.freedesktop.systemd1.NoSuchUnit"))
+                unit_vanished();
+            return;  // transport errors: the next bus_ready retries
+        }
+        read_active_state();
+    });
 }
 
-int SystemdSession::on_active_state_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
-    auto* self = static_cast<SystemdSession*>(userdata);
-    if (sd_bus_message_is_method_error(m, nullptr)) return 0;
+void SystemdSession::active_state_replied(sd_bus_message* m) {
+    if (sd_bus_message_is_method_error(m, nullptr)) return;
     const char* state = nullptr;
-    if (sd_bus_message_read(m, "v", "s", &state) < 0 || !state) return 0;
+    if (sd_bus_message_read(m, "v", "s", &state) < 0 || !state) return;
     const std::string_view s(state);
-    if (ended_state(s)) self->unit_ended_ = true;
-    if (self->stopping_ && !self->stop_sent_ && !ended_state(s)) self->send_stop();
-    if (self->phase_ == Phase::Starting) {
+    if (stopping_ && !stop_sent_ && !ended_state(s)) send_stop();
+    if (lifecycle_.is(Phase::Starting)) {
         if (s == "activating") {
             // The start job is still running. If its reply was lost we do not know the job
             // path; the unit's next JobRemoved is then ours.
-            if (!self->start_replied_) {
-                self->start_replied_ = true;
-                self->job_path_.clear();
-            }
-            return 0;
+            start_job_.reply_lost();
+            return;
         }
-        self->read_service(Read::Resync, ended_state(s) ? "failed" : "done");
-    } else if (self->phase_ == Phase::Running && ended_state(s)) {
-        self->read_service(Read::Exit);
+        read_service(Read::Resync, ended_state(s) ? "failed" : "done");
+    } else if (lifecycle_.is(Phase::Running) && ended_state(s)) {
+        read_service(Read::Exit);
     }
-    return 0;
 }
 
 }  // namespace ptyvisor::backends::systemd

@@ -1,11 +1,13 @@
 // SystemdSession: one session's transient service, followed through D-Bus signals.
 //
-// Life of a session, all on the event loop:
+// Life of a session, all on the event loop (the orders it relies on are checked by
+// session_lifecycle.h):
 //   begin():   a match for PropertiesChanged on the unit's object path is installed, then
 //              StartTransientUnit is sent (JobRemoved and UnitRemoved are matched once per
 //              connection by BusConnection, before anything else). The bus handles one
-//              connection's messages in order, so no signal about the unit can be missed. JobRemoved may arrive before the reply that names the job: such
-//              signals are kept and matched against the job path when the reply comes.
+//              connection's messages in order, so no signal about the unit can be missed.
+//              JobRemoved may arrive before the reply that names the job: such signals are
+//              kept and matched against the job path when the reply comes.
 //   started:   JobRemoved "done" (Type=exec: after the execve) -> GetAll(Service) gives MainPID
 //              (or ExecMainPID if it already exited) -> a pidfd on it -> on_started.
 //   exited:    ActiveState inactive/failed -> GetAll(Service) -> ExecMainCode/Status and Result
@@ -20,6 +22,9 @@
 // reference belonged to the old connection: it is re-taken (RefUnit, retried until systemd
 // confirms), but a unit that ended *and* was collected before that can no longer tell its
 // status; on_exited then reports Kind::Unknown with reason BackendFailed.
+// Every method call has a slot of its own (pending_calls.h): no call cancels another.
+// Destroying the session without stop() leaves the unit running (backend.h): it only drops
+// our reference, so that systemd collects the unit once it is inactive.
 #pragma once
 
 #include <memory>
@@ -30,8 +35,12 @@
 #include "backends/backend.h"
 #include "backends/session_signals.h"
 #include "backends/systemd/bus_connection.h"
+#include "backends/systemd/pending_calls.h"
 #include "backends/systemd/sd_ptr.h"
+#include "backends/systemd/session_lifecycle.h"
 #include "backends/systemd/unit_properties.h"
+#include "common/event.h"
+#include "common/process.h"
 
 namespace ptyvisor::backends::systemd {
 
@@ -75,44 +84,49 @@ public:
     void stop(Clock::time_point deadline, std::function<void(bool ok, std::string why)> done) override;
 
 private:
-    enum class Phase { Starting, Running, Ended, StartFailed };
+    using Phase = Lifecycle::Phase;
+    // Why the Service properties are read; each read carries its own.
     enum class Read { Started, StartFailed, Exit, Resync };
 
     bool add_matches();
+    // A Manager method call whose first argument is our unit's name.
+    [[nodiscard]] MessagePtr unit_call(const char* member) const;
+    // Sends `m`, if it could be built, with a slot of its own. False when the bus is gone:
+    // bus_ready's resync asks again.
+    bool send(MessagePtr m, PendingCalls::Handler on_reply);
+
+    void start_replied(sd_bus_message* reply);
     void job_finished(const std::string& result);
     void read_service(Read purpose, std::string job_result = {});
+    void service_replied(sd_bus_message* reply, Read purpose, const std::string& job_result);
     void service_read(Read purpose, const std::string& job_result, const ServiceState& state);
     void mark_started(const ServiceState& state);
     void release_ref();
     void check_gone();
+    void get_unit_replied(sd_bus_message* reply);
     void unit_vanished();
     void main_process_gone();
     void check_stop_done();
     void finish_stop(bool ok, std::string why);
     void send_stop();
+    void stop_replied(sd_bus_message* reply);
     void resync();
     void read_active_state();
+    void active_state_replied(sd_bus_message* reply);
     [[nodiscard]] SessionMembers members();
-    // Sets cgroup_ from `pid`'s cgroup, if that is our unit's.
-    void learn_cgroup(pid_t pid);
+    // Sets cgroup_ from `process`'s cgroup, if that is our unit's.
+    void learn_cgroup(const PidRef& process);
     void kill_unit(int sig);
     void report_start_failed(std::string why);
     void report_exited(protocol::ExitStatus status);
 
     void bus_lost() override;
     void bus_ready(bool new_bus) override;
-
-    static int on_start_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
     void job_removed(const std::string& job, const std::string& unit,
                      const std::string& result) override;
     void unit_removed(const std::string& unit) override;
+
     static int on_properties_changed(sd_bus_message* m, void* userdata, sd_bus_error* error);
-    static int on_service_read(sd_bus_message* m, void* userdata, sd_bus_error* error);
-    static int on_unref_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
-    static int on_get_unit_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
-    static int on_active_state_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
-    static int on_stop_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
-    static int on_ref_reply(sd_bus_message* m, void* userdata, sd_bus_error* error);
     static int on_main_pidfd(sd_event_source* s, int fd, uint32_t revents, void* userdata);
     static int on_stop_deadline(sd_event_source* s, uint64_t usec, void* userdata);
     static int on_deferred(sd_event_source* s, void* userdata);
@@ -127,36 +141,25 @@ private:
     // destroys this session is noticed.
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
-    Phase phase_ = Phase::Starting;
+    Lifecycle lifecycle_;
+    StartJob start_job_;
     pid_t main_pid_ = 0;
     UniqueFd main_pidfd_;
-    SourcePtr main_pidfd_source_;
+    EventSource main_pidfd_source_;
     bool main_gone_ = false;
 
     SlotPtr props_match_;
-    SlotPtr start_call_;
-    SlotPtr read_call_;
-    Read read_purpose_ = Read::Started;
-    std::string read_job_result_;
-    SlotPtr unref_call_;
-    SlotPtr get_unit_call_;
-    SlotPtr state_call_;
-    SlotPtr stop_call_;
-    SlotPtr ref_call_;
+    PendingCalls calls_;
 
-    bool start_replied_ = false;
-    std::string job_path_;
-    std::vector<std::pair<std::string, std::string>> early_jobs_;  // job path, result
-    bool unit_ended_ = false;   // ActiveState inactive/failed was seen
-    bool ref_held_ = true;      // AddRef=yes
+    bool ref_held_ = false;     // from StartTransientUnit (AddRef=yes) until UnrefUnit
     bool ref_confirmed_ = true; // false after a reconnect until RefUnit succeeds
     bool unit_gone_ = false;
 
     bool stopping_ = false;
     bool stop_sent_ = false;
     std::vector<std::function<void(bool, std::string)>> stop_done_;
-    SourcePtr stop_timer_;
-    SourcePtr deferred_;
+    EventSource stop_timer_;
+    EventSource deferred_;
 };
 
 }  // namespace ptyvisor::backends::systemd
