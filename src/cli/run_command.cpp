@@ -167,6 +167,9 @@ private:
                                std::string(protocol::to_string(e.reply.code)) + ")");
     }
     void handle(client::Status&) {}  // cannot happen on a session connection (Connection checks)
+    // Version 2 replies never reach a START connection (Connection checks).
+    template <class Other>
+    void handle(Other&) {}
     void handle(client::Closed&) { conclude(kFailure, "ptyvisor: connection to the daemon lost"); }
     void handle(client::ProtocolViolation& v) {
         conclude(kFailure, "ptyvisor: protocol error from the daemon: " + v.message);

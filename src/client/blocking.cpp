@@ -28,6 +28,14 @@ void record(Event& event, Transcript& t) {
             else if constexpr (std::is_same_v<T, Status>) t.status = std::move(e.json);
             else if constexpr (std::is_same_v<T, Closed>) t.closed = true;
             else if constexpr (std::is_same_v<T, ProtocolViolation>) t.violation = std::move(e.message);
+            else if constexpr (std::is_same_v<T, Attached>) t.attached = std::move(e.reply);
+            else if constexpr (std::is_same_v<T, Detached>) t.detached = std::move(e.reply);
+            else if constexpr (std::is_same_v<T, Dropped>) t.dropped.push_back(e.notice);
+            else if constexpr (std::is_same_v<T, Sessions>) t.sessions = std::move(e.sessions);
+            else if constexpr (std::is_same_v<T, Log>) t.log = std::move(e.reply);
+            else if constexpr (std::is_same_v<T, Waited>) t.waited = std::move(e.reply);
+            else if constexpr (std::is_same_v<T, Killed>) t.killed = std::move(e.reply);
+            else if constexpr (std::is_same_v<T, Sent>) t.sent = e.reply;
         },
         event);
 }

@@ -25,6 +25,15 @@ struct Transcript {
     std::optional<std::string> status;     // STATUS JSON
     std::optional<std::string> violation;  // ProtocolViolation message
     bool closed = false;                   // the daemon closed the connection
+    // Version 2.
+    std::optional<protocol::AttachedReply> attached;
+    std::optional<protocol::DetachedReply> detached;
+    std::vector<protocol::DroppedNotice> dropped;
+    std::optional<std::vector<protocol::SessionInfo>> sessions;
+    std::optional<protocol::LogReply> log;  // READ: `output` holds its bytes
+    std::optional<protocol::WaitReply> waited;
+    std::optional<protocol::KillReply> killed;
+    std::optional<protocol::SentReply> sent;
 };
 
 // Flushes and reads until the connection finishes (Closed or ProtocolViolation).

@@ -376,7 +376,7 @@ TEST(ClientEvents, StartedOutputExitThenClosed) {
 
     const auto events = all_events(client);
     ASSERT_EQ(events.size(), 5u);
-    EXPECT_EQ(std::get<Started>(events[0]), (Started{"ptyvisor-abc.service", 42}));
+    EXPECT_EQ(std::get<Started>(events[0]), (Started{"ptyvisor-abc.service", 42, {}}));
     EXPECT_EQ(std::get<Output>(events[1]).bytes, (std::vector<std::uint8_t>{'h', 'e', 'l', 'l', 'o', ' '}));
     EXPECT_EQ(std::get<Output>(events[2]).bytes.size(), 7u);
     EXPECT_EQ(std::get<Exit>(events[3]).status, status);

@@ -132,6 +132,7 @@ void Connection::start(const StartOptions& options) {
     request.cwd_ino = st.st_ino;
     request.term = options.term;
     request.size = options.size;
+    request.detach = options.detach;
     const std::string payload = protocol::encode(request);
     if (payload.size() > protocol::max_payload(FrameType::Start))
         throw ClientError("the command line and environment are too large (" +
@@ -165,6 +166,50 @@ void Connection::queue_status_request() {
         throw std::logic_error("ptyvisor: STATUS_REQUEST must be the first request");
     mode_ = Mode::Status;
     queue_frame(FrameType::StatusRequest, {});
+}
+
+void Connection::attach(const protocol::AttachRequest& request) {
+    if (mode_ != Mode::Idle) throw std::logic_error("ptyvisor: ATTACH must be the first request");
+    if (!protocol::is_session_id(request.id)) throw ClientError("not a session id: " + request.id);
+    mode_ = Mode::Session;
+    queue_frame(FrameType::Attach, protocol::encode(request));
+}
+
+void Connection::queue_request(FrameType type, std::string_view payload) {
+    if (mode_ != Mode::Idle) throw std::logic_error("ptyvisor: a request must be the first one");
+    mode_ = Mode::Request;
+    request_ = type;
+    queue_frame(type, payload);
+}
+
+void Connection::queue_list() { queue_request(FrameType::List, {}); }
+
+void Connection::queue_read(const protocol::ReadRequest& request) {
+    if (!protocol::is_session_id(request.id)) throw ClientError("not a session id: " + request.id);
+    queue_request(FrameType::Read, protocol::encode(request));
+}
+
+void Connection::queue_wait(const protocol::WaitRequest& request) {
+    if (!protocol::is_session_id(request.id)) throw ClientError("not a session id: " + request.id);
+    queue_request(FrameType::Wait, protocol::encode(request));
+}
+
+void Connection::queue_kill(const protocol::KillRequest& request) {
+    if (!protocol::is_session_id(request.id)) throw ClientError("not a session id: " + request.id);
+    queue_request(FrameType::Kill, protocol::encode(request));
+}
+
+void Connection::queue_send(const std::string& id, std::span<const std::uint8_t> bytes) {
+    if (!protocol::is_session_id(id)) throw ClientError("not a session id: " + id);
+    if (bytes.empty() || bytes.size() > protocol::kMaxIoPayloadSize)
+        throw ClientError("SEND takes 1 to " + std::to_string(protocol::kMaxIoPayloadSize) + " bytes");
+    const auto payload = protocol::encode_send(id, bytes);
+    queue_request(FrameType::Send, std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
+}
+
+void Connection::queue_detach() {
+    require_session("DETACH");
+    queue_frame(FrameType::Detach, {});
 }
 
 void Connection::require_session(const char* what) const {
@@ -262,6 +307,55 @@ std::vector<Event> Connection::read_events() {
     return events;
 }
 
+// The reply to a version 2 request: it must answer what was asked.
+void Connection::handle_reply(protocol::Frame& frame, std::vector<Event>& events) {
+    const std::string name(protocol::to_string(frame.type));
+    const auto expected = request_ == FrameType::List   ? FrameType::Sessions
+                          : request_ == FrameType::Read ? FrameType::Log
+                          : request_ == FrameType::Wait ? FrameType::Waited
+                          : request_ == FrameType::Kill ? FrameType::Killed
+                          : request_ == FrameType::Send ? FrameType::Sent
+                                                        : FrameType::Start;
+    if (mode_ != Mode::Request || frame.type != expected || log_seen_)
+        return violation("the daemon sent an unexpected " + name + " frame", events);
+    const auto bad = [&](const std::string& why) { violation("bad " + name + " payload: " + why, events); };
+    switch (frame.type) {
+        case FrameType::Sessions: {
+            auto d = protocol::decode_sessions(frame.text());
+            if (!d) return bad(d.error);
+            events.emplace_back(Sessions{std::move(*d.value)});
+            break;
+        }
+        case FrameType::Log: {
+            auto d = protocol::decode_log(frame.text());
+            if (!d) return bad(d.error);
+            log_seen_ = true;  // its bytes follow, then the close
+            events.emplace_back(Log{std::move(*d.value)});
+            return;
+        }
+        case FrameType::Waited: {
+            auto d = protocol::decode_waited(frame.text());
+            if (!d) return bad(d.error);
+            events.emplace_back(Waited{std::move(*d.value)});
+            break;
+        }
+        case FrameType::Killed: {
+            auto d = protocol::decode_killed(frame.text());
+            if (!d) return bad(d.error);
+            events.emplace_back(Killed{std::move(*d.value)});
+            break;
+        }
+        case FrameType::Sent: {
+            auto d = protocol::decode_sent(frame.text());
+            if (!d) return bad(d.error);
+            events.emplace_back(Sent{*d.value});
+            break;
+        }
+        default: return;
+    }
+    replied_ = true;
+}
+
 void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events) {
     const std::string name(protocol::to_string(frame.type));
     if (replied_) return violation("the daemon sent " + name + " after its last frame", events);
@@ -278,13 +372,45 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
             auto d = protocol::decode_started(frame.text());
             if (!d) return violation("bad STARTED payload: " + d.error, events);
             started_ = true;
-            events.emplace_back(Started{std::move(d.value->unit), d.value->pid});
+            events.emplace_back(Started{std::move(d.value->unit), d.value->pid, std::move(d.value->id)});
+            return;
+        }
+        case FrameType::Attached: {
+            if (mode_ != Mode::Session || started_) break;
+            auto d = protocol::decode_attached(frame.text());
+            if (!d) return violation("bad ATTACHED payload: " + d.error, events);
+            started_ = true;
+            events.emplace_back(Attached{std::move(*d.value)});
             return;
         }
         case FrameType::Output:
+            if (mode_ == Mode::Request && request_ == FrameType::Read && log_seen_) {
+                events.emplace_back(Output{std::move(frame.payload)});
+                return;
+            }
             if (mode_ != Mode::Session || !started_) break;
             events.emplace_back(Output{std::move(frame.payload)});
             return;
+        case FrameType::Dropped: {
+            if (mode_ != Mode::Session || !started_) break;
+            auto d = protocol::decode_dropped(frame.text());
+            if (!d) return violation("bad DROPPED payload: " + d.error, events);
+            events.emplace_back(Dropped{*d.value});
+            return;
+        }
+        case FrameType::Detached: {
+            if (mode_ != Mode::Session) break;
+            auto d = protocol::decode_detached(frame.text());
+            if (!d) return violation("bad DETACHED payload: " + d.error, events);
+            replied_ = true;
+            events.emplace_back(Detached{std::move(*d.value)});
+            return;
+        }
+        case FrameType::Sessions:
+        case FrameType::Log:
+        case FrameType::Waited:
+        case FrameType::Killed:
+        case FrameType::Sent: return handle_reply(frame, events);
         case FrameType::Exit: {
             if (mode_ != Mode::Session || !started_) break;
             auto d = protocol::decode_exit(frame.text());

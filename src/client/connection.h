@@ -32,6 +32,7 @@
 #include "common/unique_fd.h"
 #include "protocol/frame_decoder.h"
 #include "protocol/payloads.h"
+#include "protocol/session_payloads.h"
 
 namespace ptyvisor::client {
 
@@ -62,6 +63,18 @@ public:
     // Queues STATUS_REQUEST. Must be the first request.
     void queue_status_request();
 
+    // Version 2. Each must be the first request. ATTACH makes this a session connection
+    // (queue_input and the rest apply to a controller); the others get one reply.
+    void attach(const protocol::AttachRequest& request);
+    void queue_list();
+    void queue_read(const protocol::ReadRequest& request);
+    void queue_wait(const protocol::WaitRequest& request);
+    void queue_kill(const protocol::KillRequest& request);
+    // SEND: input for session `id` without attaching; at most kMaxIoPayloadSize bytes.
+    void queue_send(const std::string& id, std::span<const std::uint8_t> bytes);
+    // DETACH: leave the session this connection started or attached to; it goes on.
+    void queue_detach();
+
     // Session requests; start() must have been called. Input is split into INPUT frames of
     // at most kMaxIoPayloadSize bytes; empty input queues nothing.
     void queue_input(std::span<const std::uint8_t> bytes);
@@ -88,12 +101,14 @@ public:
     [[nodiscard]] bool finished() const { return finished_; }
 
 private:
-    enum class Mode { Idle, Session, Status };
+    enum class Mode { Idle, Session, Status, Request };
 
     void require_session(const char* what) const;
     void queue_frame(protocol::FrameType type, std::string_view payload);
     void send_start(const std::string& payload, int directory_fd);
     void handle_frame(protocol::Frame& frame, std::vector<Event>& events);
+    void handle_reply(protocol::Frame& frame, std::vector<Event>& events);
+    void queue_request(protocol::FrameType type, std::string_view payload);
     void violation(std::string message, std::vector<Event>& events);
 
     UniqueFd socket_;
@@ -102,7 +117,9 @@ private:
     int write_error_ = 0;
     protocol::FrameDecoder decoder_;
     std::vector<std::uint8_t> read_buffer_;
-    bool started_ = false;     // STARTED seen
+    bool started_ = false;     // STARTED or ATTACHED seen
+    protocol::FrameType request_ = protocol::FrameType::Start;  // Mode::Request: what was asked
+    bool log_seen_ = false;    // READ: LOG seen, its bytes follow
     bool replied_ = false;     // EXIT, ERROR or STATUS seen: nothing may follow
     bool finished_ = false;
 };

@@ -1,8 +1,9 @@
 // What the daemon says, as Connection::read_events() reports it.
 //
-// On a session connection the events come in this order: Started, any number of Output, then
-// Exit; or Error at any point. On a status connection: Status, or Error. The stream of events
-// ends with exactly one Closed (the daemon closed the connection) or ProtocolViolation (the
+// On a session connection the events come in this order: Started (or Attached), any number of
+// Output (and Dropped, for an observer that fell behind), then Exit or Detached; or Error at
+// any point. On a request connection: its one reply (Status, Sessions, Waited, Killed, Sent;
+// or Log followed by Output), or Error. The stream of events ends with exactly one Closed (the daemon closed the connection) or ProtocolViolation (the
 // daemon broke the protocol; the connection is unusable). Nothing follows either.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "protocol/payloads.h"
+#include "protocol/session_payloads.h"
 
 namespace ptyvisor::client {
 
@@ -19,7 +21,42 @@ namespace ptyvisor::client {
 struct Started {
     std::string unit;
     std::int64_t pid = 0;
+    std::string id;  // the session's id; empty from a daemon older than protocol version 2
     bool operator==(const Started&) const = default;
+};
+
+// Version 2 replies, as decoded (protocol/session_payloads.h).
+struct Attached {
+    protocol::AttachedReply reply;
+    bool operator==(const Attached&) const = default;
+};
+struct Detached {
+    protocol::DetachedReply reply;
+    bool operator==(const Detached&) const = default;
+};
+struct Dropped {
+    protocol::DroppedNotice notice;
+    bool operator==(const Dropped&) const = default;
+};
+struct Sessions {
+    std::vector<protocol::SessionInfo> sessions;
+    bool operator==(const Sessions&) const = default;
+};
+struct Log {
+    protocol::LogReply reply;  // `reply.length` bytes follow as Output
+    bool operator==(const Log&) const = default;
+};
+struct Waited {
+    protocol::WaitReply reply;
+    bool operator==(const Waited&) const = default;
+};
+struct Killed {
+    protocol::KillReply reply;
+    bool operator==(const Killed&) const = default;
+};
+struct Sent {
+    protocol::SentReply reply;
+    bool operator==(const Sent&) const = default;
 };
 
 // OUTPUT: bytes the command wrote to its terminal, in order.
@@ -57,7 +94,8 @@ struct ProtocolViolation {
     bool operator==(const ProtocolViolation&) const = default;
 };
 
-using Event = std::variant<Started, Output, Exit, Error, Status, Closed, ProtocolViolation>;
+using Event = std::variant<Started, Output, Exit, Error, Status, Closed, ProtocolViolation, Attached, Detached,
+                           Dropped, Sessions, Log, Waited, Killed, Sent>;
 
 // True for the events after which read_events() reports nothing more.
 inline bool is_final(const Event& e) {

@@ -21,6 +21,7 @@ struct StartOptions {
     protocol::WindowSize size;      // initial terminal size
     std::filesystem::path cwd = ".";  // used when cwd_fd < 0
     int cwd_fd = -1;                // borrowed directory descriptor; wins over cwd when >= 0
+    bool detach = false;            // the session outlives the connection (protocol version 2)
 };
 
 }  // namespace ptyvisor::client

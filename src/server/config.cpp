@@ -104,17 +104,18 @@ std::optional<std::string> load_config_file(const std::string& path, Config& c) 
     }
     Reader r(path, root);
     r.only(root, {"user", "socket", "backend", "allow_units", "unit_prefix", "state_directory",
-                  "limits", "timeouts", "session"});
+                  "observer_group", "limits", "timeouts", "session"});
     r.string(root, "user", c.user);
     r.string(root, "socket", c.socket);
     r.string(root, "backend", c.backend);
     r.strings(root, "allow_units", c.allow_units);
     r.string(root, "unit_prefix", c.unit_prefix);
     r.string(root, "state_directory", c.state_directory);
+    r.string(root, "observer_group", c.observer_group);
     if (const auto* t = subtable(r, root, "limits")) {
         r.only(*t, {"max_sessions", "max_unauthenticated", "max_unauthenticated_per_peer",
                     "admissions_per_minute", "socket_buffer_bytes", "held_input_bytes",
-                    "output_buffer_bytes"});
+                    "output_buffer_bytes", "output_log_bytes"});
         r.count(*t, "max_sessions", 1, 100000, c.limits.max_sessions);
         r.count(*t, "max_unauthenticated", 1, 100000, c.limits.max_unauthenticated);
         r.count(*t, "max_unauthenticated_per_peer", 1, 100000, c.limits.max_unauthenticated_per_peer);
@@ -122,13 +123,15 @@ std::optional<std::string> load_config_file(const std::string& path, Config& c) 
         r.count(*t, "socket_buffer_bytes", 4096, 16 << 20, c.limits.socket_buffer_bytes);
         r.count(*t, "held_input_bytes", 4096, 16 << 20, c.limits.held_input_bytes);
         r.count(*t, "output_buffer_bytes", 65536, 16 << 20, c.limits.output_buffer_bytes);
+        r.count(*t, "output_log_bytes", 65536, 1 << 30, c.limits.output_log_bytes);
     }
     if (const auto* t = subtable(r, root, "timeouts")) {
-        r.only(*t, {"handshake", "operation", "drain", "cleanup"});
+        r.only(*t, {"handshake", "operation", "drain", "cleanup", "retention"});
         r.seconds(*t, "handshake", c.timeouts.handshake);
         r.seconds(*t, "operation", c.timeouts.operation);
         r.seconds(*t, "drain", c.timeouts.drain);
         r.seconds(*t, "cleanup", c.timeouts.cleanup);
+        r.seconds(*t, "retention", c.timeouts.retention);
     }
     if (const auto* t = subtable(r, root, "session")) {
         r.only(*t, {"properties"});
@@ -158,6 +161,9 @@ std::optional<std::string> validate(const Config& c) {
     if (c.socket.size() >= 108) return "socket path is too long for a Unix socket";
     if (c.state_directory.empty() || c.state_directory.front() != '/')
         return "state_directory must be an absolute path";
+    if (c.limits.output_log_bytes < c.limits.output_buffer_bytes + 65536)
+        return "output_log_bytes must exceed output_buffer_bytes by 64 KiB at least: a bound session's client lags "
+               "behind by at most output_buffer_bytes, and the log must still hold what it has not read";
     static const std::regex prefix("[A-Za-z0-9_]([A-Za-z0-9_.-]{0,30})");
     if (!std::regex_match(c.unit_prefix, prefix))
         return "unit_prefix must be 1-31 characters of [A-Za-z0-9_.-]";

@@ -23,7 +23,7 @@ struct Limits {
     std::uint32_t socket_buffer_bytes = 128 * 1024;
     std::uint32_t held_input_bytes = 256 * 1024;    // INPUT held before exec, and when the PTY is full
     std::uint32_t output_buffer_bytes = 256 * 1024; // OUTPUT a bound session's client may lag behind
-    std::uint64_t output_log_bytes = 2 * 1024 * 1024; // each session's output log (OutputLog)
+    std::uint32_t output_log_bytes = 2 * 1024 * 1024;   // each session's output log (OutputLog)
 };
 
 struct Timeouts {

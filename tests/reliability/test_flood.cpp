@@ -4,9 +4,11 @@
 // slowloris, garbage, connect-close loops, failing authentication) while the allowed agent,
 // a different process, asks for sessions one after the other. Its time from connect() to
 // STARTED is measured under each flood and without one, and printed. What is asserted is
-// correctness: every request of the agent gets STARTED (never a refusal), the flood was real
-// (the flooders made connections and the daemon answered them), and p99 stays under a
-// generous 2 s.
+// correctness: every request of the agent gets STARTED (never a refusal, never the client's
+// own timeout), and the flood was real (the flooders made connections and the daemon
+// answered them). The latencies are figures, printed and recorded, never a pass/fail
+// threshold: on a loaded 2-core machine they measure the load as much as the daemon. The
+// admission goals are measured by bench/ (docs/performance.md).
 //
 // Mode (a), uid-only (this file's Flood suite): no allow_units, so every process of the
 // account is as entitled as the agent; the per-process share of handshake slots
@@ -126,7 +128,6 @@ TEST_P(Flood, AgentAlwaysGetsItsSessionUidOnly) {
     for (const auto& [what, n] : result.failures) ADD_FAILURE() << n << " of " << requests << " agent requests: " << what;
     EXPECT_TRUE(result.failures.empty()) << "first: " << result.first_failure;
     EXPECT_EQ(result.ms.size(), requests);
-    EXPECT_LT(lat.p99, 2000.0) << "p99 time to STARTED under the " << fc.name << " flood";
     if (!fc.kinds.empty()) {
         EXPECT_GT(total.attempts, 0) << "the flood made no connection";
     }
@@ -242,7 +243,6 @@ TEST_P(FloodAllowUnits, FloodersAreRefusedAtAcceptAndTheAgentUnitIsServed) {
     EXPECT_TRUE(run.exit->exited_with(0)) << run.exit->describe() << "\nsystemd-run: "
                                           << run.systemd_run_output << "\nagent: " << run.report;
     EXPECT_EQ(run.ms.size(), requests) << run.report;
-    EXPECT_LT(lat.p99, 2000.0);
     if (!fc.kinds.empty()) {
         EXPECT_GT(total.attempts, 0);
         // Refused at accept time: not_allowed is the only answer any flooder may get, and
@@ -282,7 +282,6 @@ TEST_F(FloodFromTheAgentsUnit, SiblingsGetNoSessionAndTheAgentIsServed) {
     ASSERT_TRUE(run.exit) << "systemd-run did not finish: " << run.systemd_run_output;
     EXPECT_TRUE(run.exit->exited_with(0)) << run.exit->describe() << "\nagent: " << run.report;
     EXPECT_EQ(run.ms.size(), requests) << run.report;
-    EXPECT_LT(lat.p99, 2000.0);
     // Every sibling request refused as not the main process, however early it came.
     EXPECT_NE(run.report.find("sibling requests started 0, " + std::to_string(requests) + " x ERROR not_allowed\n"),
               std::string::npos)

@@ -51,7 +51,9 @@ std::string DaemonConfig::to_toml() const {
         t << (i ? ", " : "") << quote(allow_units[i]);
     t << "]\n";
     t << "unit_prefix = " << quote(unit_prefix) << "\n";
-    t << "state_directory = " << quote(state_directory) << "\n\n";
+    t << "state_directory = " << quote(state_directory) << "\n";
+    if (!observer_group.empty()) t << "observer_group = " << quote(observer_group) << "\n";
+    t << "\n";
     t << "[limits]\n";
     t << "max_sessions = " << max_sessions << "\n";
     t << "max_unauthenticated = " << max_unauthenticated << "\n";
@@ -59,12 +61,14 @@ std::string DaemonConfig::to_toml() const {
     t << "admissions_per_minute = " << admissions_per_minute << "\n";
     t << "socket_buffer_bytes = " << socket_buffer_bytes << "\n";
     t << "held_input_bytes = " << held_input_bytes << "\n";
-    t << "output_buffer_bytes = " << output_buffer_bytes << "\n\n";
+    t << "output_buffer_bytes = " << output_buffer_bytes << "\n";
+    t << "output_log_bytes = " << output_log_bytes << "\n\n";
     t << "[timeouts]\n";
     t << "handshake = " << number(handshake) << "\n";
     t << "operation = " << number(operation) << "\n";
     t << "drain = " << number(drain) << "\n";
     t << "cleanup = " << number(cleanup) << "\n";
+    t << "retention = " << number(retention) << "\n";
     if (!properties.empty()) {
         t << "\n[session.properties]\n";
         for (const auto& [k, v] : properties) t << k << " = " << quote(v) << "\n";

@@ -31,12 +31,15 @@ struct DaemonConfig {
     long socket_buffer_bytes = 131072;
     long held_input_bytes = 262144;
     long output_buffer_bytes = 262144;
+    long output_log_bytes = 2 * 1024 * 1024;
 
     // [timeouts], seconds
     double handshake = 5;
     double operation = 10;
     double drain = 2;
     double cleanup = 15;
+    double retention = 300;
+    std::string observer_group;
 
     // [session.properties]
     std::map<std::string, std::string> properties;

@@ -1,0 +1,553 @@
+// Sessions that outlive their connection (protocol version 2, docs/protocol.md section 9):
+// detach, attach with replay, observers, takeover, LIST, READ, WAIT, KILL, SEND, retention,
+// and who may do what. Spoken at the wire, so that what is tested is the protocol itself.
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "protocol/session_payloads.h"
+#include "support/fixture.h"
+
+namespace ptyvisor::itest {
+namespace {
+
+using protocol::FrameType;
+
+constexpr Millis kReply{10000};
+
+// The expected terminal bytes of `seq 1 N`: the terminal turns each \n into \r\n.
+std::string seq_output(int n) {
+    std::string out;
+    for (int i = 1; i <= n; ++i) out += std::to_string(i) + "\r\n";
+    return out;
+}
+
+class Sessions : public EndToEnd {
+protected:
+    // Starts `argv` detached and returns its id; the starting connection is closed.
+    std::string start_detached(const std::vector<std::string>& argv) {
+        auto c = connect_as_account();
+        if (!c) return {};
+        UniqueFd cwd = open_work_dir();
+        auto request = RawClient::start_request(argv, session_env(), cwd.get());
+        request.detach = true;
+        if (const int e = c->send_start(request, {cwd.get()}); e != 0) {
+            ADD_FAILURE() << "START: " << std::strerror(e);
+            return {};
+        }
+        std::string seen;
+        const auto started = c->expect_started(kReply, &seen);
+        if (!started) {
+            ADD_FAILURE() << "no STARTED: " << seen;
+            return {};
+        }
+        EXPECT_TRUE(protocol::is_session_id(started->id)) << started->id;
+        EXPECT_NE(started->unit.find(started->id), std::string::npos);
+        return started->id;
+    }
+
+    // Sends one request and gathers every frame until the daemon closes.
+    std::vector<protocol::Frame> exchange(RawClient& c, FrameType type, const std::string& payload,
+                                          Millis timeout = kReply) {
+        std::vector<protocol::Frame> frames;
+        if (const int e = c.send_frame(type, payload); e != 0) {
+            ADD_FAILURE() << "send: " << std::strerror(e);
+            return frames;
+        }
+        for (;;) {
+            auto in = c.next(timeout);
+            if (in.kind != Incoming::Kind::Frame) {
+                if (in.kind != Incoming::Kind::Eof) ADD_FAILURE() << "waiting for the reply: " << in.describe();
+                return frames;
+            }
+            frames.push_back(std::move(in.frame));
+        }
+    }
+    std::vector<protocol::Frame> request(FrameType type, const std::string& payload, Millis timeout = kReply) {
+        auto c = connect_as_account();
+        if (!c) return {};
+        return exchange(*c, type, payload, timeout);
+    }
+
+    // READ: the LOG reply and the bytes that followed it.
+    struct ReadResult {
+        protocol::LogReply log;
+        std::string bytes;
+    };
+    std::optional<ReadResult> read_log(const std::string& id, protocol::LogPosition from = {},
+                                       std::uint64_t max = protocol::kMaxReadBytes) {
+        const auto frames = request(FrameType::Read, protocol::encode(protocol::ReadRequest{id, from, max}));
+        if (frames.empty() || frames.front().type != FrameType::Log) {
+            ADD_FAILURE() << "no LOG" << (frames.empty() ? "" : ": " + std::string(frames.front().text()));
+            return std::nullopt;
+        }
+        auto log = protocol::decode_log(frames.front().text());
+        if (!log) {
+            ADD_FAILURE() << log.error;
+            return std::nullopt;
+        }
+        ReadResult r{*log.value, {}};
+        for (std::size_t i = 1; i < frames.size(); ++i) {
+            EXPECT_EQ(frames[i].type, FrameType::Output);
+            r.bytes.append(frames[i].text());
+        }
+        return r;
+    }
+
+    std::optional<protocol::WaitReply> wait(const protocol::WaitRequest& w) {
+        const auto frames = request(FrameType::Wait, protocol::encode(w), Millis(w.timeout_ms + 10000));
+        if (frames.size() != 1 || frames.front().type != FrameType::Waited) {
+            ADD_FAILURE() << "no WAITED" << (frames.empty() ? "" : ": " + std::string(frames.front().text()));
+            return std::nullopt;
+        }
+        auto r = protocol::decode_waited(frames.front().text());
+        if (!r) ADD_FAILURE() << r.error;
+        return r.value;
+    }
+    std::optional<protocol::WaitReply> wait_exit(const std::string& id, std::uint64_t timeout_ms = 10000) {
+        protocol::WaitRequest w;
+        w.id = id;
+        w.timeout_ms = timeout_ms;
+        return wait(w);
+    }
+
+    std::vector<protocol::SessionInfo> list() {
+        const auto frames = request(FrameType::List, "");
+        if (frames.size() != 1 || frames.front().type != FrameType::Sessions) {
+            ADD_FAILURE() << "no SESSIONS";
+            return {};
+        }
+        auto d = protocol::decode_sessions(frames.front().text());
+        if (!d) ADD_FAILURE() << d.error;
+        return d ? *d.value : std::vector<protocol::SessionInfo>{};
+    }
+
+    // An ERROR's code, when `frames` is exactly one ERROR.
+    static std::string error_of(const std::vector<protocol::Frame>& frames) {
+        if (frames.size() != 1 || frames.front().type != FrameType::Error) return "(not one ERROR)";
+        const auto e = protocol::decode_error(frames.front().text());
+        return e ? std::string(protocol::to_string(e.value->code)) : "(bad ERROR)";
+    }
+
+    std::unique_ptr<RawClient> attach(const std::string& id, bool observe, bool takeover = false,
+                                      protocol::LogPosition from = {}, bool as_root = false) {
+        auto c = as_root ? connect_as(0, 0, {0}) : connect_as_account();
+        if (!c) return nullptr;
+        protocol::AttachRequest a{id, from, observe, takeover};
+        if (const int e = c->send_frame(FrameType::Attach, protocol::encode(a)); e != 0) {
+            ADD_FAILURE() << std::strerror(e);
+            return nullptr;
+        }
+        return c;
+    }
+    static std::optional<protocol::AttachedReply> expect_attached(RawClient& c) {
+        auto in = c.next(kReply);
+        if (in.kind != Incoming::Kind::Frame || in.frame.type != FrameType::Attached) {
+            ADD_FAILURE() << "no ATTACHED: " << in.describe();
+            return std::nullopt;
+        }
+        return protocol::decode_attached(in.frame.text()).value;
+    }
+};
+
+TEST_F(Sessions, ADetachedSessionSurvivesItsClientAndReadReturnsEveryByte) {
+    DaemonConfig cfg = config();
+    cfg.output_log_bytes = 8 << 20;  // room for all of it
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    const int n = 400000;  // 2.7 MiB
+    const std::string id = start_detached({"seq", "1", std::to_string(n)});
+    ASSERT_FALSE(id.empty());
+    const auto exited = wait_exit(id, 30000);
+    ASSERT_TRUE(exited);
+    EXPECT_TRUE(exited->matched);
+    ASSERT_TRUE(exited->exit);
+    EXPECT_EQ(exited->exit->code, 0);
+    const auto r = read_log(id);
+    ASSERT_TRUE(r);
+    const std::string expected = seq_output(n);
+    EXPECT_EQ(r->log.start, 0u);
+    EXPECT_EQ(r->log.offset, 0u);
+    EXPECT_EQ(r->log.end, expected.size());
+    EXPECT_EQ(r->log.length, expected.size());
+    EXPECT_EQ(r->bytes.size(), expected.size());
+    EXPECT_TRUE(r->bytes == expected) << "the log's bytes differ from what the command wrote";
+    EXPECT_EQ(r->log.state, protocol::State::Exited);
+}
+
+TEST_F(Sessions, ALogThatWrappedReportsTheTrueStart) {
+    DaemonConfig cfg = config();
+    cfg.output_buffer_bytes = 65536;
+    cfg.output_log_bytes = 131072;
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    const int n = 150000;  // about 1 MiB, eight times the log
+    const std::string id = start_detached({"seq", "1", std::to_string(n)});
+    ASSERT_FALSE(id.empty());
+    ASSERT_TRUE(wait_exit(id, 30000));
+    const auto r = read_log(id, {protocol::LogPosition::Kind::Offset, 0});
+    ASSERT_TRUE(r);
+    const std::string expected = seq_output(n);
+    EXPECT_EQ(r->log.end, expected.size());
+    EXPECT_EQ(r->log.start, expected.size() - 131072) << "the log holds its capacity, the newest bytes";
+    EXPECT_EQ(r->log.offset, r->log.start) << "an offset before the start is read from the start";
+    EXPECT_EQ(r->log.length, 131072u);
+    EXPECT_TRUE(r->bytes == expected.substr(r->log.start)) << "the bytes held are the stream's last";
+}
+
+TEST_F(Sessions, AnObserversInputIsRefused) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string id = start_detached({"cat"});
+    ASSERT_FALSE(id.empty());
+    for (const bool as_root : {false, true}) {
+        auto o = attach(id, /*observe=*/true, false, {}, as_root);
+        ASSERT_NE(o, nullptr);
+        const auto a = expect_attached(*o);
+        ASSERT_TRUE(a);
+        EXPECT_TRUE(a->observe);
+        ASSERT_EQ(o->send_frame(FrameType::Input, "typed by an observer\n"), 0);
+        const auto e = o->expect_error(kReply);
+        ASSERT_TRUE(e) << (as_root ? "root" : "agent") << " observer";
+        EXPECT_EQ(e->code, protocol::ErrorCode::NotAllowed);
+    }
+    // Nothing of it reached the terminal.
+    const auto r = read_log(id);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->bytes.find("observer"), std::string::npos) << r->bytes;
+}
+
+TEST_F(Sessions, RootMayObserveButNotControl) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string id = start_detached({"cat"});
+    ASSERT_FALSE(id.empty());
+    auto c = attach(id, /*observe=*/false, false, {}, /*as_root=*/true);
+    ASSERT_NE(c, nullptr);
+    const auto e = c->expect_error(kReply);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->code, protocol::ErrorCode::NotAllowed);
+    auto root = connect_as(0, 0, {0});
+    ASSERT_NE(root, nullptr);
+    EXPECT_EQ(error_of(exchange(*root, FrameType::Kill, protocol::encode(protocol::KillRequest{id, 0}))), "not_allowed");
+}
+
+TEST_F(Sessions, TakingOverIsExplicit) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string id = start_detached({"cat"});
+    ASSERT_FALSE(id.empty());
+    auto first = attach(id, false);
+    ASSERT_NE(first, nullptr);
+    ASSERT_TRUE(expect_attached(*first));
+    auto second = attach(id, false);
+    ASSERT_NE(second, nullptr);
+    const auto busy = second->expect_error(kReply);
+    ASSERT_TRUE(busy);
+    EXPECT_EQ(busy->code, protocol::ErrorCode::Busy);
+
+    auto third = attach(id, false, /*takeover=*/true);
+    ASSERT_NE(third, nullptr);
+    ASSERT_TRUE(expect_attached(*third));
+    auto in = first->next(kReply);
+    ASSERT_EQ(in.kind, Incoming::Kind::Frame) << in.describe();
+    ASSERT_EQ(in.frame.type, FrameType::Detached);
+    EXPECT_EQ(protocol::decode_detached(in.frame.text()).value->reason, "taken_over");
+    EXPECT_TRUE(first->expect_eof(kReply));
+    // The new controller's input reaches the session.
+    ASSERT_EQ(third->send_frame(FrameType::Input, "from the new controller\n"), 0);
+    std::string seen;
+    EXPECT_TRUE(third->read_output_until("from the new controller", kReply, &seen)) << seen;
+}
+
+TEST_F(Sessions, DetachLeavesTheSessionRunning) {
+    ASSERT_NE(start_daemon(), nullptr);
+    auto c = connect_as_account();
+    ASSERT_NE(c, nullptr);
+    ASSERT_TRUE(start_session(*c, {"cat"}));  // bound: without DETACH, a disconnect would end it
+    ASSERT_EQ(c->send_frame(FrameType::Detach, ""), 0);
+    auto in = c->next(kReply);
+    ASSERT_EQ(in.kind, Incoming::Kind::Frame) << in.describe();
+    EXPECT_EQ(in.frame.type, FrameType::Detached);
+    EXPECT_TRUE(c->expect_eof(kReply));
+    const auto sessions = list();
+    ASSERT_EQ(sessions.size(), 1u);
+    EXPECT_EQ(sessions[0].state, protocol::State::Running);
+    EXPECT_TRUE(sessions[0].detached);
+    EXPECT_EQ(sessions[0].clients, 0u);
+    EXPECT_EQ(sessions[0].argv, std::vector<std::string>{"cat"});
+}
+
+TEST_F(Sessions, ABoundSessionStillEndsWithItsClient) {
+    ASSERT_NE(start_daemon(), nullptr);
+    auto c = connect_as_account();
+    ASSERT_NE(c, nullptr);
+    const auto started = start_session(*c, {"cat"});
+    ASSERT_TRUE(started);
+    // An observer sees the end: the controller's disconnect ends a bound session.
+    auto o = attach(started->id, /*observe=*/true);
+    ASSERT_NE(o, nullptr);
+    ASSERT_TRUE(expect_attached(*o));
+    c.reset();
+    std::string seen;
+    const auto exit = o->read_until_exit(kReply, &seen);
+    ASSERT_TRUE(exit) << seen;
+    EXPECT_EQ(exit->reason, protocol::ExitReason::Disconnected);
+}
+
+TEST_F(Sessions, WaitForExitAndItsTimeout) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string quick = start_detached({"sh", "-c", "sleep 0.2; exit 3"});
+    const std::string slow = start_detached({"sleep", "60"});
+    ASSERT_FALSE(quick.empty());
+    ASSERT_FALSE(slow.empty());
+    const auto q = wait_exit(quick);
+    ASSERT_TRUE(q);
+    EXPECT_TRUE(q->matched);
+    EXPECT_EQ(q->reason, "exit");
+    ASSERT_TRUE(q->exit);
+    EXPECT_EQ(q->exit->code, 3);
+    const auto s = wait_exit(slow, 300);
+    ASSERT_TRUE(s);
+    EXPECT_FALSE(s->matched);
+    EXPECT_EQ(s->reason, "timeout");
+    EXPECT_EQ(s->state, protocol::State::Running);
+}
+
+TEST_F(Sessions, WaitForTextAndItsTimeout) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string id = start_detached({"sh", "-c", "sleep 0.2; echo server listening on 8080; sleep 60"});
+    ASSERT_FALSE(id.empty());
+    protocol::WaitRequest w;
+    w.id = id;
+    w.what = protocol::WaitRequest::For::Text;
+    w.pattern = "listening on [0-9]+";
+    const auto r = wait(w);
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->matched);
+    EXPECT_EQ(r->reason, "text");
+    const auto log = read_log(id);
+    ASSERT_TRUE(log);
+    ASSERT_LE(r->match_end, log->bytes.size());
+    EXPECT_EQ(log->bytes.substr(r->match_start, r->match_end - r->match_start), "listening on 8080");
+
+    w.pattern = "never (printed)+";
+    w.timeout_ms = 300;
+    const auto t = wait(w);
+    ASSERT_TRUE(t);
+    EXPECT_FALSE(t->matched);
+    EXPECT_EQ(t->reason, "timeout");
+}
+
+TEST_F(Sessions, WaitForQuietAndItsTimeout) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string settling = start_detached({"sh", "-c", "for i in 1 2 3; do echo $i; sleep 0.1; done; sleep 60"});
+    const std::string busy = start_detached({"sh", "-c", "while :; do echo busy; sleep 0.05; done"});
+    ASSERT_FALSE(settling.empty());
+    ASSERT_FALSE(busy.empty());
+    protocol::WaitRequest w;
+    w.id = settling;
+    w.what = protocol::WaitRequest::For::Quiet;
+    w.quiet_ms = 600;
+    const auto r = wait(w);
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->matched);
+    EXPECT_EQ(r->reason, "quiet");
+    EXPECT_EQ(r->offset, 9u) << "all three lines were out before the quiet";  // "1\r\n2\r\n3\r\n"
+
+    w.id = busy;
+    w.quiet_ms = 500;
+    w.timeout_ms = 1500;
+    const auto b = wait(w);
+    ASSERT_TRUE(b);
+    EXPECT_FALSE(b->matched);
+    EXPECT_EQ(b->reason, "timeout");
+}
+
+TEST_F(Sessions, ALateReaderAfterExitStillFindsTheStatusAndTheLog) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string id = start_detached({"sh", "-c", "printf 'last words'; exit 5"});
+    ASSERT_FALSE(id.empty());
+    ASSERT_TRUE(wait_exit(id));
+    const auto sessions = list();
+    ASSERT_EQ(sessions.size(), 1u);
+    EXPECT_EQ(sessions[0].state, protocol::State::Exited);
+    ASSERT_TRUE(sessions[0].exit);
+    EXPECT_EQ(sessions[0].exit->code, 5);
+    const auto r = read_log(id);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->bytes, "last words");
+    ASSERT_TRUE(r->log.exit);
+    EXPECT_EQ(r->log.exit->code, 5);
+    // An observer that attaches now reads the rest and the EXIT.
+    auto o = attach(id, true, false, {protocol::LogPosition::Kind::Start, 0});
+    ASSERT_NE(o, nullptr);
+    ASSERT_TRUE(expect_attached(*o));
+    std::string seen;
+    const auto exit = o->read_until_exit(kReply, &seen);
+    ASSERT_TRUE(exit) << seen;
+    EXPECT_EQ(exit->code, 5);
+    EXPECT_EQ(o->output(), "last words");
+}
+
+TEST_F(Sessions, AnExitedSessionGoesWhenItsRetentionEnds) {
+    DaemonConfig cfg = config();
+    cfg.retention = 1.0;
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    const std::string id = start_detached({"true"});
+    ASSERT_FALSE(id.empty());
+    ASSERT_TRUE(wait_exit(id));
+    const auto t0 = Clock::now();
+    EXPECT_TRUE(read_log(id)) << "kept right after its exit";
+    // No event says "expired" but its absence: look until it is gone, within a deadline.
+    std::string code;
+    while (Clock::now() - t0 < Millis(10000)) {
+        code = error_of(request(FrameType::Read, protocol::encode(protocol::ReadRequest{id, {}, 1})));
+        if (code == "no_such_session") break;
+        std::this_thread::sleep_for(Millis(100));
+    }
+    EXPECT_EQ(code, "no_such_session");
+    EXPECT_GE(Clock::now() - t0, Millis(900)) << "gone before its retention ended";
+    EXPECT_TRUE(list().empty());
+}
+
+TEST_F(Sessions, KillEndsTheSessionAndKillWithASignalSignalsIt) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string a = start_detached({"sleep", "60"});
+    const std::string b = start_detached({"sleep", "60"});
+    ASSERT_FALSE(a.empty());
+    ASSERT_FALSE(b.empty());
+    const auto killed = request(FrameType::Kill, protocol::encode(protocol::KillRequest{a, 0}));
+    ASSERT_EQ(killed.size(), 1u);
+    ASSERT_EQ(killed[0].type, FrameType::Killed);
+    const auto k = protocol::decode_killed(killed[0].text());
+    ASSERT_TRUE(k) << k.error;
+    EXPECT_EQ(k.value->state, protocol::State::Exited);
+    ASSERT_TRUE(k.value->exit);
+    EXPECT_EQ(k.value->exit->reason, protocol::ExitReason::Stopped);
+
+    const auto signalled = request(FrameType::Kill, protocol::encode(protocol::KillRequest{b, SIGTERM}));
+    ASSERT_EQ(signalled.size(), 1u);
+    EXPECT_EQ(signalled[0].type, FrameType::Killed);
+    const auto w = wait_exit(b);
+    ASSERT_TRUE(w && w->exit);
+    EXPECT_EQ(w->exit->kind, protocol::ExitStatus::Kind::Signaled);
+    EXPECT_EQ(w->exit->signal, SIGTERM);
+    EXPECT_EQ(error_of(request(FrameType::Kill, protocol::encode(protocol::KillRequest{b, SIGTERM}))), "session_ended");
+}
+
+TEST_F(Sessions, SendWritesInputWithoutAttaching) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string id = start_detached({"cat"});
+    ASSERT_FALSE(id.empty());
+    const std::string input = "sent without attaching\n";
+    const auto payload = protocol::encode_send(id, std::span(reinterpret_cast<const std::uint8_t*>(input.data()), input.size()));
+    const auto sent = request(FrameType::Send, std::string(payload.begin(), payload.end()));
+    ASSERT_EQ(sent.size(), 1u);
+    ASSERT_EQ(sent[0].type, FrameType::Sent);
+    EXPECT_EQ(protocol::decode_sent(sent[0].text()).value->bytes, input.size());
+    protocol::WaitRequest w;
+    w.id = id;
+    w.what = protocol::WaitRequest::For::Text;
+    w.pattern = "sent without attaching\\r\\nsent without attaching";  // the echo, then cat's copy
+    const auto r = wait(w);
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(r->matched);
+}
+
+TEST_F(Sessions, AnUnknownIdIsNoSuchSession) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string nobody(32, 'a');
+    EXPECT_EQ(error_of(request(FrameType::Read, protocol::encode(protocol::ReadRequest{nobody, {}, 1}))), "no_such_session");
+    auto c = attach(nobody, true);
+    ASSERT_NE(c, nullptr);
+    const auto e = c->expect_error(kReply);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->code, protocol::ErrorCode::NoSuchSession);
+}
+
+// The slow reader: an observer that stops reading loses the oldest bytes, is told so, and
+// never slows the program, which writes far more than the log holds meanwhile.
+TEST_F(Sessions, ASlowObserverNeverSlowsTheProgramAndIsToldWhatItLost) {
+    DaemonConfig cfg = config();
+    cfg.output_buffer_bytes = 65536;
+    cfg.output_log_bytes = 131072;
+    cfg.socket_buffer_bytes = 4096;
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    const std::string id = start_detached({"sh", "-c", "seq 1 1000000; sleep 60"});
+    ASSERT_FALSE(id.empty());
+    auto o = attach(id, true, false, {protocol::LogPosition::Kind::Start, 0});
+    ASSERT_NE(o, nullptr);
+    const int small = 4096;
+    ::setsockopt(o->fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    // The observer reads nothing while the program finishes: the quiet is the event.
+    protocol::WaitRequest w;
+    w.id = id;
+    w.what = protocol::WaitRequest::For::Quiet;
+    w.quiet_ms = 500;
+    w.timeout_ms = 60000;
+    const auto r = wait(w);
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(r->matched) << r->reason;
+    EXPECT_EQ(r->offset, seq_output(1000000).size()) << "the program wrote everything, unslowed";
+    // Now the observer reads: ATTACHED, some OUTPUT, a DROPPED, and the rest, all in order.
+    ASSERT_TRUE(expect_attached(*o));
+    std::uint64_t at = 0;
+    bool dropped = false;
+    while (at < r->offset) {
+        auto in = o->next(kReply);
+        ASSERT_EQ(in.kind, Incoming::Kind::Frame) << in.describe() << " at " << at;
+        if (in.frame.type == FrameType::Dropped) {
+            const auto d = protocol::decode_dropped(in.frame.text());
+            ASSERT_TRUE(d);
+            EXPECT_EQ(d.value->lost, d.value->offset - at);
+            at = d.value->offset;
+            dropped = true;
+            continue;
+        }
+        ASSERT_EQ(in.frame.type, FrameType::Output);
+        at += in.frame.payload.size();
+    }
+    EXPECT_TRUE(dropped);
+    EXPECT_EQ(at, r->offset);
+}
+
+TEST_F(Sessions, AProcessInsideASessionCannotAttachToAnother) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string target = start_detached({"cat"});
+    ASSERT_FALSE(target.empty());
+    // From inside a second session, speak the protocol as a client would (Python, standard
+    // library), and print what the daemon answers.
+    // A peer inside a session is refused at accept, before it says anything: read first,
+    // and send the ATTACH only if nothing came (a daemon that let it through then answers it).
+    const std::string script =
+        "import json,socket,struct,sys\n"
+        "s=socket.socket(socket.AF_UNIX,socket.SOCK_STREAM)\n"
+        "s.connect(sys.argv[1])\n"
+        "s.settimeout(2)\n"
+        "try:\n"
+        "    d=s.recv(4096)\n"
+        "except socket.timeout:\n"
+        "    p=json.dumps({'id':sys.argv[2],'role':'controller'}).encode()\n"
+        "    s.sendall(b'PV'+bytes([2,12])+struct.pack('>I',len(p))+p)\n"
+        "    s.settimeout(10)\n"
+        "    d=s.recv(4096)\n"
+        "print('answer', d[3], d[8:].decode())\n";
+    const std::string inside = start_detached({"python3", "-c", script, socket_, target});
+    ASSERT_FALSE(inside.empty());
+    ASSERT_TRUE(wait_exit(inside));
+    const auto r = read_log(inside);
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->bytes.find("answer 9 "), std::string::npos) << r->bytes;  // ERROR
+    EXPECT_NE(r->bytes.find("not_allowed"), std::string::npos) << r->bytes;
+    // The target never had a second client.
+    for (const auto& s : list()) {
+        if (s.id == target) {
+            EXPECT_EQ(s.clients, 0u);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace ptyvisor::itest
