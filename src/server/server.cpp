@@ -106,8 +106,8 @@ void Server::reject(UniqueFd socket, ErrorCode code, const std::string& message)
 void Server::accept_one(UniqueFd socket) {
     if (shutting_down_) return reject(std::move(socket), ErrorCode::ShuttingDown, "the daemon is stopping");
     PeerIdentity peer;
-    if (const int e = read_peer(socket.get(), peer); e != 0)
-        return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(e));
+    if (const int r = read_peer(socket.get(), peer); r < 0)
+        return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(-r));
     // Sort peers by what the kernel already told us, before they hold anything.
     if (peer.cred.uid != 0) {
         if (peer.cred.uid != account_.uid || peer.cred.gid != account_.gid)
