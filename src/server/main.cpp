@@ -31,35 +31,37 @@ struct Flags {
     bool check_config = false;
 };
 
-int run(const Flags& flags) {
-    server::Config config;
-    if (flags.config_given || ::access(flags.config_path.c_str(), F_OK) == 0) {
-        if (const auto error = server::load_config_file(flags.config_path, config)) {
-            std::cerr << "ptyvisord: " << *error << "\n";
-            return 2;
-        }
-    }
+// Loads the file (if any) and the flags over the defaults. False with `why`.
+bool load_configuration(const Flags& flags, server::Config& config, std::string& why) {
+    if (flags.config_given || ::access(flags.config_path.c_str(), F_OK) == 0)
+        if (!server::load_config_file(flags.config_path, config, why)) return false;
     if (flags.socket) config.socket = *flags.socket;
     if (flags.backend) config.backend = *flags.backend;
     if (flags.user) config.user = *flags.user;
     if (flags.state_directory) config.state_directory = *flags.state_directory;
     if (!flags.allow_units.empty()) config.allow_units = flags.allow_units;
-    if (const auto error = server::validate(config)) {
-        std::cerr << "ptyvisord: " << *error << "\n";
-        return 2;
-    }
-    std::string why;
+    if (!server::validate(config, why)) return false;
     if (!backends::validate_systemd_properties(config.session_properties, why)) {
-        std::cerr << "ptyvisord: [session.properties]: " << why << "\n";
+        why = "[session.properties]: " + why;
+        return false;
+    }
+    return true;
+}
+
+int run(const Flags& flags) {
+    server::Config config;
+    std::string why;
+    if (!load_configuration(flags, config, why)) {
+        std::cerr << "ptyvisord: " << why << "\n";
         return 2;
     }
-    auto account = server::resolve_account(config.user, why);
-    if (!account) {
+    backends::Account account;
+    if (!server::resolve_account(config.user, account, why)) {
         std::cerr << "ptyvisord: " << why << "\n";
         return 2;
     }
     if (flags.check_config) {
-        std::cout << "configuration OK: account " << config.user << " (uid " << account->uid << "), socket "
+        std::cout << "configuration OK: account " << config.user << " (uid " << account.uid << "), socket "
                   << config.socket << ", backend " << config.backend << "\n";
         return 0;
     }
@@ -101,13 +103,13 @@ int run(const Flags& flags) {
         log_error("cannot clean up orphan sessions", {{"ERROR", why}});
         return 1;
     }
-    auto listener = server::open_listener(config.socket, account->gid);
-    if (!listener.fd) {
-        log_error("cannot listen", {{"SOCKET", config.socket}, {"ERROR", listener.error}});
+    UniqueFd listener;
+    if (!server::open_listener(config.socket, account.gid, listener, why)) {
+        log_error("cannot listen", {{"SOCKET", config.socket}, {"ERROR", why}});
         return 1;
     }
-    server::Server srv(std::move(config), std::move(*account), std::move(backend), event.get());
-    return srv.serve(std::move(listener.fd));
+    server::Server srv(std::move(config), std::move(account), std::move(backend), event.get());
+    return srv.serve(std::move(listener));
 }
 
 }  // namespace
