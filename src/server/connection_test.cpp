@@ -6,6 +6,8 @@
 // the protocol to it over a real socket.
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -153,7 +155,15 @@ protected:
         backends::Account account{"test", ::getuid(), ::getgid(), {}, "/", "/bin/sh"};
         config.user = account.name;
         server_ = std::make_unique<Server>(std::move(config), account, std::move(backend), event_);
-        loop_ = std::thread([this, l = std::move(listener)]() mutable { server_->serve(std::move(l)); });
+        // As main.cpp does: the server's signal handlers need the signals blocked, here and
+        // in the loop's thread, which inherits the mask.
+        sigset_t stop_signals;
+        sigemptyset(&stop_signals);
+        for (const int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, sig);
+        ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &stop_signals, &saved_mask_), 0);
+        mask_saved_ = true;
+        ASSERT_EQ(server_->init(std::move(listener)), 0);
+        loop_ = std::thread([this] { server_->serve(); });
     }
 
     void TearDown() override {
@@ -165,6 +175,7 @@ protected:
         server_.reset();
         stop_source_.reset();
         if (event_) sd_event_unref(event_);
+        if (mask_saved_) ::pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
         if (!dir_.empty()) {
             ::unlink(socket_path_.c_str());
             ::rmdir(dir_.c_str());
@@ -235,6 +246,8 @@ protected:
     EventSource stop_source_;
     std::string dir_, socket_path_;
     protocol::FrameDecoder decoder_;
+    sigset_t saved_mask_{};
+    bool mask_saved_ = false;
 };
 
 std::vector<std::uint8_t> frames_after_start() {

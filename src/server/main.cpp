@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -48,6 +49,20 @@ bool load_configuration(const Flags& flags, server::Config& config, std::string&
     return true;
 }
 
+// Signals are events of the loop; the handlers are never run asynchronously. Blocked here,
+// before any thread exists, so that every thread inherits the mask. Returns 0 or a negative
+// errno.
+int block_signals() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    if (::sigprocmask(SIG_BLOCK, &mask, nullptr) < 0) return -errno;
+    if (::signal(SIGPIPE, SIG_IGN) == SIG_ERR) return -errno;
+    return 0;
+}
+
 int run(const Flags& flags) {
     server::Config config;
     std::string why;
@@ -70,19 +85,15 @@ int run(const Flags& flags) {
         return 1;
     }
 
-    // Signals are events of the loop; the handlers are never run asynchronously.
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
+    if (const int r = block_signals(); r < 0) {
+        log_error_errno(r, "cannot block SIGTERM, SIGINT and SIGHUP or ignore SIGPIPE");
+        return 1;
+    }
     raise_nofile_limit();
 
     sd_event* raw = nullptr;
     if (const int r = sd_event_new(&raw); r < 0) {
-        log_error("cannot create the event loop", {{"ERROR", std::strerror(-r)}});
+        log_error_errno(r, "cannot create the event loop");
         return 1;
     }
     EventLoop event(raw);
@@ -109,7 +120,8 @@ int run(const Flags& flags) {
         return 1;
     }
     server::Server srv(std::move(config), std::move(account), std::move(backend), event.get());
-    return srv.serve(std::move(listener));
+    if (srv.init(std::move(listener)) < 0) return 1;  // init() said what failed
+    return srv.serve();
 }
 
 }  // namespace
@@ -128,10 +140,5 @@ int main(int argc, char** argv) {
     app.add_flag("--check-config", flags.check_config, "validate the configuration and exit");
     CLI11_PARSE(app, argc, argv);
     flags.config_given = config_opt->count() > 0;
-    try {
-        return run(flags);
-    } catch (const std::exception& e) {
-        log_error("fatal", {{"ERROR", e.what()}});
-        return 1;
-    }
+    return run(flags);
 }
