@@ -25,7 +25,7 @@ void record(Event& event, Transcript& t) {
             else if constexpr (std::is_same_v<T, Output>) t.output.append(e.bytes.begin(), e.bytes.end());
             else if constexpr (std::is_same_v<T, Exit>) t.exit = std::move(e.status);
             else if constexpr (std::is_same_v<T, Error>) t.error = std::move(e.reply);
-            else if constexpr (std::is_same_v<T, Status>) t.status = std::move(e.json);
+            else if constexpr (std::is_same_v<T, Status>) t.status = std::move(e);
             else if constexpr (std::is_same_v<T, Closed>) t.closed = true;
             else if constexpr (std::is_same_v<T, ProtocolViolation>) t.violation = std::move(e.message);
         },

@@ -22,7 +22,7 @@ struct Transcript {
     std::string output;  // all OUTPUT bytes, concatenated
     std::optional<protocol::ExitStatus> exit;
     std::optional<protocol::ErrorReply> error;
-    std::optional<std::string> status;     // STATUS JSON
+    std::optional<Status> status;          // STATUS
     std::optional<std::string> violation;  // ProtocolViolation message
     bool closed = false;                   // the daemon closed the connection
 };

@@ -446,14 +446,34 @@ TEST(ClientEvents, StatusRequestAndReply) {
     EXPECT_TRUE(request.payload.empty());
     EXPECT_TRUE(server.fds.empty());
 
-    // Larger than one read: the decoder must reassemble it.
-    const std::string json = R"({"sessions":[],"pad":")" + std::string(200 * 1024, 'p') + "\"}";
+    // Larger than one read: the decoder must reassemble it. "pad" is a member from a newer
+    // daemon: ignored by the decoder, kept in the verbatim JSON.
+    protocol::StatusReply reply;
+    reply.version = "0.1.0";
+    reply.backend = "direct";
+    reply.sessions.push_back({"u.service", 5, 4, 1714557600, 1, 2, "bash"});
+    reply.counters.accepted = 3;
+    std::string json = protocol::encode(reply);
+    json.insert(1, R"("pad":")" + std::string(200 * 1024, 'p') + "\",");
     std::thread writer([&] { send_frame(server_fd.get(), FrameType::Status, json); server_fd.reset(); });
     const auto t = run_to_completion(client, 5s);
     writer.join();
-    ASSERT_TRUE(t.status);
-    EXPECT_EQ(*t.status, json);
+    ASSERT_TRUE(t.status) << t.violation.value_or("");
+    EXPECT_EQ(t.status->reply, reply);
+    EXPECT_EQ(t.status->json, json);
     EXPECT_TRUE(t.closed);
+}
+
+TEST(ClientViolations, MalformedStatusReply) {
+    auto [client, server_fd] = make_pair();
+    client.queue_status_request();
+    EXPECT_TRUE(client.flush());
+    send_frame(server_fd.get(), FrameType::Status, R"({"version":"0.1.0","backend":"direct","sessions":[{}]})");
+    server_fd.reset();
+    const auto t = run_to_completion(client, 5s);
+    EXPECT_FALSE(t.status);
+    ASSERT_TRUE(t.violation);
+    EXPECT_EQ(*t.violation, "bad STATUS payload: 'sessions' entry 0: 'unit' is missing");
 }
 
 TEST(ClientViolations, GarbageYieldsOneViolation) {

@@ -293,11 +293,14 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
             events.emplace_back(Exit{std::move(*d.value)});
             return;
         }
-        case FrameType::Status:
+        case FrameType::Status: {
             if (mode_ != Mode::Status) break;
+            auto d = protocol::decode_status(frame.text());
+            if (!d) return violation("bad STATUS payload: " + d.error, events);
             replied_ = true;
-            events.emplace_back(Status{std::string(frame.text())});
+            events.emplace_back(Status{std::move(*d.value), std::string(frame.text())});
             return;
+        }
         case FrameType::Start:
         case FrameType::Input:
         case FrameType::Resize:

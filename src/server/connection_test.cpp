@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -391,6 +392,43 @@ TEST_F(UnsurePeerTest, StatusRequestWithADescriptorIsWrongFdCount) {
     const auto status = next_frame(without.get());
     ASSERT_TRUE(status);
     EXPECT_EQ(status->type, FrameType::Status);
+    const auto report = protocol::decode_status(status->text());
+    ASSERT_TRUE(report) << report.error;
+    EXPECT_EQ(report.value->counters.rejected, (std::map<std::string, std::uint64_t>{{"wrong_fd_count", 1}}));
+}
+
+// STATUS as the daemon builds it (protocol.md 5.7) decodes, and lists the live session.
+TEST_F(UnsurePeerTest, StatusListsTheLiveSession) {
+    start(quick_config(), [](ScriptedBackend& b) { b.before = PeerVerdict::Allowed; });
+    UniqueFd session = connect_and_start();
+    const auto started = next_frame(session.get());
+    ASSERT_TRUE(started);
+    ASSERT_EQ(started->type, FrameType::Started) << started->text();
+
+    decoder_ = protocol::FrameDecoder();
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_path_.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const auto bytes = protocol::encode_frame(FrameType::StatusRequest, std::string_view());
+    ASSERT_EQ(::send(fd.get(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+    const auto status = next_frame(fd.get());
+    ASSERT_TRUE(status);
+    ASSERT_EQ(status->type, FrameType::Status);
+    const auto report = protocol::decode_status(status->text());
+    ASSERT_TRUE(report) << report.error;
+    EXPECT_FALSE(report.value->version.empty());
+    EXPECT_EQ(report.value->backend, "scripted");
+    EXPECT_FALSE(report.value->truncated);
+    ASSERT_EQ(report.value->sessions.size(), 1u) << status->text();
+    const auto& s = report.value->sessions[0];
+    EXPECT_EQ(s.unit, "scripted.service");
+    EXPECT_EQ(s.pid, 4242);
+    EXPECT_EQ(s.peer_pid, ::getpid());
+    EXPECT_GT(s.started_at, 0);
+    EXPECT_EQ(s.argv0, "scripted");
+    EXPECT_EQ(report.value->counters.accepted, 2u);
 }
 
 }  // namespace

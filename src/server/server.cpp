@@ -5,8 +5,6 @@
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -15,7 +13,6 @@
 
 #include "common/log.h"
 #include "protocol/frame.h"
-#include "protocol/payloads.h"
 #include "server/pty.h"
 
 namespace ptyvisor::server {
@@ -225,34 +222,25 @@ std::string Server::new_unit_name() const {
     return name + ".service";
 }
 
-std::string Server::status_json() const {
-    using nlohmann::json;
-    json sessions = json::array();
+protocol::StatusReply Server::status() const {
+    protocol::StatusReply reply;
+    reply.version = PTYVISOR_VERSION;
+    reply.backend = std::string(backend_->name());
     for (const auto& [raw, c] : connections_) {
         if (!c->has_session()) continue;
         const auto s = c->status();
-        sessions.push_back({{"unit", s.unit}, {"pid", s.pid}, {"peer_pid", s.peer_pid},
-                            {"started_at", s.started_at}, {"bytes_in", s.bytes_in},
-                            {"bytes_out", s.bytes_out}, {"argv0", s.argv0}});
+        reply.sessions.push_back({s.unit, s.pid, s.peer_pid, s.started_at, s.bytes_in, s.bytes_out, s.argv0});
     }
-    auto& counters = const_cast<Admission&>(admission_).counters();
-    json out{{"version", PTYVISOR_VERSION},
-             {"backend", std::string(backend_->name())},
-             {"sessions", sessions},
-             {"counters",
-              {{"accepted", counters.accepted},
-               {"rejected", counters.rejected},
-               {"rate_limited", counters.rate_limited},
-               {"handshake_timeouts", counters.handshake_timeouts},
-               {"evicted", counters.evicted}}}};
-    auto text = out.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (text.size() > protocol::kMaxStatusPayloadSize) {
-        out["sessions"] = json::array();
-        out["truncated"] = true;
-        text = out.dump(-1, ' ', false, json::error_handler_t::replace);
-    }
-    return text;
+    const auto& counters = admission_.counters();
+    reply.counters.accepted = counters.accepted;
+    reply.counters.rate_limited = counters.rate_limited;
+    reply.counters.handshake_timeouts = counters.handshake_timeouts;
+    reply.counters.evicted = counters.evicted;
+    reply.counters.rejected = counters.rejected;
+    return reply;
 }
+
+std::string Server::status_json() const { return protocol::encode(status()); }
 
 void Server::retire(Connection* connection) {
     const auto it = connections_.find(connection);

@@ -19,6 +19,7 @@
 #include "backends/backend.h"
 #include "common/event.h"
 #include "common/unique_fd.h"
+#include "protocol/payloads.h"
 #include "server/admission.h"
 #include "server/blocking_worker.h"
 #include "server/config.h"
@@ -56,6 +57,8 @@ public:
     // "<unit_prefix>-<32 hex digits>.service", from 16 random bytes. Cannot fail once init()
     // has succeeded (it read random bytes: see random_bytes() in server.cpp).
     std::string new_unit_name() const;
+    // The STATUS reply (docs/protocol.md 5.7), and its payload.
+    [[nodiscard]] protocol::StatusReply status() const;
     std::string status_json() const;
     // The connection is closed; destroy it on the next loop iteration.
     void retire(Connection* connection);

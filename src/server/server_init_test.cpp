@@ -106,5 +106,20 @@ TEST_F(ServerInit, AListenerThatCannotBeWatchedIsFatal) {
     }
 }
 
+// The STATUS reply of a daemon without sessions: its backend, version and counters.
+TEST_F(ServerInit, StatusReplyDecodes) {
+    block_only({SIGTERM, SIGINT, SIGHUP});
+    std::string logged;
+    ASSERT_EQ(init(listener(), logged), 0) << logged;
+    server_->admission().count_rejected(protocol::ErrorCode::Busy);
+    const auto d = protocol::decode_status(server_->status_json());
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(*d.value, server_->status());
+    EXPECT_EQ(d.value->backend, "idle");
+    EXPECT_FALSE(d.value->version.empty());
+    EXPECT_TRUE(d.value->sessions.empty());
+    EXPECT_EQ(d.value->counters.rejected.at("busy"), 1u);
+}
+
 }  // namespace
 }  // namespace ptyvisor::server
