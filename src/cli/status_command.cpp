@@ -66,6 +66,11 @@ void print_counters(std::ostream& out, const protocol::StatusReply::Counters& c)
     print_table(out, rows);
 }
 
+int failure(const std::string& why) {
+    std::cerr << "ptyvisor: " << why << '\n';
+    return kFailure;
+}
+
 }  // namespace
 
 std::string format_status(const protocol::StatusReply& report) {
@@ -79,34 +84,23 @@ std::string format_status(const protocol::StatusReply& report) {
 }
 
 int status_command(const StatusOptions& options) {
-    try {
-        auto connection = client::Connection::connect(
-            resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)));
-        connection.queue_status_request();
-        const auto t = client::run_to_completion(connection, kStatusTimeout);
-        if (t.error) {
-            std::cerr << "ptyvisor: " << t.error->message << " (" << protocol::to_string(t.error->code) << ")\n";
-            return kFailure;
-        }
-        if (t.violation) {
-            std::cerr << "ptyvisor: protocol error from the daemon: " << *t.violation << '\n';
-            return kFailure;
-        }
-        if (!t.status) {
-            std::cerr << "ptyvisor: connection to the daemon lost\n";
-            return kFailure;
-        }
-        // --json: as the daemon sent it, with whatever members a newer daemon added.
-        if (options.json)
-            std::cout << t.status->json << '\n';
-        else
-            std::cout << format_status(t.status->reply);
-        std::cout.flush();
-        return std::cout ? 0 : kFailure;
-    } catch (const std::exception& e) {
-        std::cerr << "ptyvisor: " << e.what() << '\n';
-        return kFailure;
-    }
+    std::string why;
+    client::Connection connection;
+    if (!connection.connect(resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)), why))
+        return failure(why);
+    connection.queue_status_request();
+    client::Transcript t;
+    if (!client::run_to_completion(connection, kStatusTimeout, t, why)) return failure(why);
+    if (t.error) return failure(t.error->message + " (" + std::string(protocol::to_string(t.error->code)) + ")");
+    if (t.violation) return failure("protocol error from the daemon: " + *t.violation);
+    if (!t.status) return failure("connection to the daemon lost");
+    // --json: as the daemon sent it, with whatever members a newer daemon added.
+    if (options.json)
+        std::cout << t.status->json << '\n';
+    else
+        std::cout << format_status(t.status->reply);
+    std::cout.flush();
+    return std::cout ? 0 : kFailure;
 }
 
 }  // namespace ptyvisor::cli

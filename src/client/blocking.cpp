@@ -34,7 +34,9 @@ void record(Event& event, Transcript& t) {
 
 }  // namespace
 
-std::vector<Event> wait_for_events(Connection& connection, std::chrono::milliseconds timeout) {
+bool wait_for_events(Connection& connection, std::chrono::milliseconds timeout, std::vector<Event>& events,
+                     std::string& why) {
+    events.clear();
     const auto deadline = Clock::now() + timeout;
     while (!connection.finished()) {
         const bool drained = connection.flush();
@@ -42,28 +44,31 @@ std::vector<Event> wait_for_events(Connection& connection, std::chrono::millisec
         const int n = ::poll(&p, 1, remaining_ms(deadline));
         if (n < 0) {
             if (errno == EINTR) continue;
-            throw system_error("poll", errno);
+            why = errno_message("poll", errno);
+            return false;
         }
-        if (n == 0) return {};
+        if (n == 0) return true;
         if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-            auto events = connection.read_events();
-            if (!events.empty()) return events;
+            if (!connection.read_events(events, why)) return false;
+            if (!events.empty()) return true;
         }
     }
-    return {};
+    return true;
 }
 
-Transcript run_to_completion(Connection& connection, std::chrono::milliseconds timeout) {
+bool run_to_completion(Connection& connection, std::chrono::milliseconds timeout, Transcript& out, std::string& why) {
     const auto deadline = Clock::now() + timeout;
-    Transcript t;
+    out = Transcript{};
+    std::vector<Event> events;
     while (!connection.finished()) {
-        if (Clock::now() >= deadline)
-            throw ClientError("the daemon did not finish within " + std::to_string(timeout.count()) + " ms");
-        auto events = wait_for_events(
-            connection, std::chrono::milliseconds(remaining_ms(deadline)));
-        for (auto& e : events) record(e, t);
+        if (Clock::now() >= deadline) {
+            why = "the daemon did not finish within " + std::to_string(timeout.count()) + " ms";
+            return false;
+        }
+        if (!wait_for_events(connection, std::chrono::milliseconds(remaining_ms(deadline)), events, why)) return false;
+        for (auto& e : events) record(e, out);
     }
-    return t;
+    return true;
 }
 
 }  // namespace ptyvisor::client
