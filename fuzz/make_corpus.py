@@ -34,6 +34,13 @@ exit_ok = {"status": "exited", "code": 0, "unit_result": "success", "reason": "e
 exit_sig = {"status": "signaled", "signal": 9, "core_dumped": False, "unit_result": "signal",
             "reason": "stopped"}
 error_ok = {"code": "busy", "message": "no session slot is free"}
+status_session = {"unit": "ptyvisor-3f1c0e9a2b7d4c58a6e0f1d2c3b4a596.service", "pid": 4242,
+                  "peer_pid": 1234, "started_at": 1718000000, "bytes_in": 512, "bytes_out": 65536,
+                  "argv0": "bash"}
+status_counters = {"accepted": 57, "rejected": {"not_allowed": 3, "busy": 1}, "rate_limited": 0,
+                   "handshake_timeouts": 2, "evicted": 0}
+status_ok = {"version": "0.1.0", "backend": "systemd", "sessions": [status_session],
+             "counters": status_counters}
 
 payloads = {
     "fuzz_start": {
@@ -93,6 +100,18 @@ payloads = {
         "missing_message": js({"code": "busy"}),
         "number": b"42",
     },
+    "fuzz_status": {
+        "valid": js(status_ok),
+        "empty": js({**status_ok, "sessions": [], "counters": {**status_counters, "rejected": {}}}),
+        "truncated": js({**status_ok, "sessions": [], "truncated": True}),
+        "future_members": js({**status_ok, "uptime": 5, "x": {"y": 1},
+                              "sessions": [{**status_session, "cgroup": "/x"}]}),
+        "missing_counters": js({k: v for k, v in status_ok.items() if k != "counters"}),
+        "session_not_object": js({**status_ok, "sessions": [1]}),
+        "pid_over": js({**status_ok, "sessions": [{**status_session, "pid": 2147483648}]}),
+        "rejected_string": js({**status_ok, "counters": {**status_counters, "rejected": {"busy": "1"}}}),
+        "too_deep": js({**status_ok, "sessions": [{**status_session, "x": [[1]]}]}),
+    },
 }
 
 session = (frame(START, js(start_ok)) + frame(INPUT, "ls\r") + frame(RESIZE, js(resize_ok)) +
@@ -105,8 +124,7 @@ streams = {
     "client_session_whole": b"\x07\x00" + session,
     "server_session_8": b"\x04\x10" + server,
     "error_frame": b"\x06\x33" + frame(ERROR, js(error_ok)),
-    "status_request_and_reply": b"\x02\x02" + frame(STATUS_REQUEST) + frame(
-        STATUS, js({"version": "0.1.0", "backend": "direct", "sessions": []})),
+    "status_request_and_reply": b"\x02\x02" + frame(STATUS_REQUEST) + frame(STATUS, js(status_ok)),
     "stop": b"\x05\x00" + frame(STOP),
     "bad_magic": b"\x07\x00" + frame(STOP, magic=b"XV"),
     "bad_version": b"\x07\x00" + frame(STOP, version=2),

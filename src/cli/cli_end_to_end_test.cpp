@@ -460,7 +460,11 @@ TEST(CliRun, CannotConnectExits255) {
 
 TEST(CliStatus, PrintsJsonOrATable) {
     FakeDaemon daemon;
-    const std::string report = R"({"sessions":[{"unit":"u.service","pid":5,"argv0":"bash"}],"counters":{"accepted":1}})";
+    // As the daemon sends it, with a member from a newer daemon that --json keeps.
+    const std::string report =
+        R"({"backend":"direct","counters":{"accepted":1,"evicted":0,"handshake_timeouts":0,"rate_limited":0,)"
+        R"("rejected":{}},"future":1,"sessions":[{"argv0":"bash","bytes_in":0,"bytes_out":0,"peer_pid":4,)"
+        R"("pid":5,"started_at":0,"unit":"u.service"}],"version":"0.1.0"})";
     for (const bool json : {true, false}) {
         auto out = make_pipe();
         auto err = make_pipe();
@@ -485,9 +489,35 @@ TEST(CliStatus, PrintsJsonOrATable) {
             EXPECT_EQ(text, report + "\n");
         } else {
             EXPECT_NE(text.find("u.service  5"), std::string::npos) << text;
-            EXPECT_NE(text.find("accepted  1"), std::string::npos) << text;
+            EXPECT_NE(text.find("  accepted            1\n"), std::string::npos) << text;
+            EXPECT_EQ(text.find("future"), std::string::npos) << text;
         }
         EXPECT_EQ(read_all(err.read.get()), "");
+    }
+}
+
+// A report that is not what docs/protocol.md 5.7 says is refused, table or --json alike.
+TEST(CliStatus, RefusesAMalformedReport) {
+    FakeDaemon daemon;
+    for (const bool json : {true, false}) {
+        auto out = make_pipe();
+        auto err = make_pipe();
+        UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        std::vector<std::string> args{"status"};
+        if (json) args.push_back("--json");
+        Client c = Client::spawn(args, in.get(), out.write.get(), err.write.get(), daemon.path());
+        out.write.reset();
+        err.write.reset();
+        std::thread server([&] {
+            Peer peer = daemon.accept();
+            ASSERT_TRUE(peer.next());
+            peer.send(FrameType::Status, R"({"sessions":[],"counters":{"accepted":1}})");
+        });
+        EXPECT_EQ(read_all(out.read.get()), "");
+        EXPECT_EQ(c.wait(), 255);
+        server.join();
+        EXPECT_EQ(read_all(err.read.get()),
+                  "ptyvisor: protocol error from the daemon: bad STATUS payload: 'version' is missing\n");
     }
 }
 

@@ -10,28 +10,34 @@ extern char** environ;
 namespace ptyvisor::cli {
 namespace {
 
-std::uint16_t parse_dimension(std::string_view digits, std::string_view whole) {
+bool parse_dimension(std::string_view digits, std::string_view whole, std::uint16_t& out, std::string& why) {
     unsigned value = 0;
     const auto* end = digits.data() + digits.size();
     const auto [ptr, ec] = std::from_chars(digits.data(), end, value);
-    if (digits.empty() || ec != std::errc() || ptr != end || value < 1 || value > 65535)
-        throw OptionError("--size expects COLSxROWS with each between 1 and 65535, got '" +
-                          std::string(whole) + "'");
-    return static_cast<std::uint16_t>(value);
+    if (digits.empty() || ec != std::errc() || ptr != end || value < 1 || value > 65535) {
+        why = "--size expects COLSxROWS with each between 1 and 65535, got '" + std::string(whole) + "'";
+        return false;
+    }
+    out = static_cast<std::uint16_t>(value);
+    return true;
 }
 
 std::string_view name_of(std::string_view entry) { return entry.substr(0, entry.find('=')); }
 
 }  // namespace
 
-protocol::WindowSize parse_size(std::string_view text) {
+bool parse_size(std::string_view text, protocol::WindowSize& out, std::string& why) {
     const auto x = text.find_first_of("xX");
-    if (x == std::string_view::npos)
-        throw OptionError("--size expects COLSxROWS, e.g. 80x24, got '" + std::string(text) + "'");
+    if (x == std::string_view::npos) {
+        why = "--size expects COLSxROWS, e.g. 80x24, got '" + std::string(text) + "'";
+        return false;
+    }
     protocol::WindowSize size;
-    size.cols = parse_dimension(text.substr(0, x), text);
-    size.rows = parse_dimension(text.substr(x + 1), text);
-    return size;
+    if (!parse_dimension(text.substr(0, x), text, size.cols, why) ||
+        !parse_dimension(text.substr(x + 1), text, size.rows, why))
+        return false;
+    out = size;
+    return true;
 }
 
 std::vector<std::string> current_environment() {
@@ -52,8 +58,8 @@ void set_variable(std::vector<std::string>& env, std::string_view name, std::str
     env.push_back(std::string(name) + "=" + std::string(value));
 }
 
-std::vector<std::string> build_environment(const std::vector<std::string>& inherited, bool clean,
-                                           const std::vector<std::string>& settings) {
+bool build_environment(const std::vector<std::string>& inherited, bool clean, const std::vector<std::string>& settings,
+                       std::vector<std::string>& out, std::string& why) {
     std::vector<std::string> env;
     if (!clean) {
         // Entries without '=' cannot be passed on (the protocol wants NAME=VALUE).
@@ -62,11 +68,14 @@ std::vector<std::string> build_environment(const std::vector<std::string>& inher
     }
     for (const auto& s : settings) {
         const auto eq = s.find('=');
-        if (eq == std::string::npos || eq == 0)
-            throw OptionError("-e expects NAME=VALUE, got '" + s + "'");
+        if (eq == std::string::npos || eq == 0) {
+            why = "-e expects NAME=VALUE, got '" + s + "'";
+            return false;
+        }
         set_variable(env, std::string_view(s).substr(0, eq), std::string_view(s).substr(eq + 1));
     }
-    return env;
+    out = std::move(env);
+    return true;
 }
 
 std::string resolve_term(const std::optional<std::string>& flag,

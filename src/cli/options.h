@@ -1,10 +1,10 @@
 // The pure parts of `ptyvisor run`'s option handling: parsing --size and -e, building the
 // session's environment, choosing TERM and the socket path. No I/O here, so all of it is
-// unit-tested (options_test.cpp).
+// unit-tested (options_test.cpp). A bad option value is false with `why`, a message that
+// names the option and the value (docs/architecture.md, "Error conventions").
 #pragma once
 
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,23 +13,17 @@
 
 namespace ptyvisor::cli {
 
-// A bad option value; the message names the option and the value.
-class OptionError : public std::invalid_argument {
-public:
-    using std::invalid_argument::invalid_argument;
-};
-
-// "COLSxROWS", e.g. "132x40", each 1..65535. Throws OptionError otherwise.
-protocol::WindowSize parse_size(std::string_view text);
+// "COLSxROWS", e.g. "132x40", each 1..65535, into `out`. False with `why` otherwise.
+bool parse_size(std::string_view text, protocol::WindowSize& out, std::string& why);
 
 // The environment as `environ` holds it: "NAME=VALUE" entries.
 std::vector<std::string> current_environment();
 
-// The session's environment: `inherited` (unless `clean`), then each -e NAME=VALUE setting,
-// which replaces every earlier entry of that name. Throws OptionError for a setting that is
-// not NAME=VALUE with a non-empty NAME.
-std::vector<std::string> build_environment(const std::vector<std::string>& inherited, bool clean,
-                                           const std::vector<std::string>& settings);
+// The session's environment, into `out`: `inherited` (unless `clean`), then each -e
+// NAME=VALUE setting, which replaces every earlier entry of that name. False with `why` for a
+// setting that is not NAME=VALUE with a non-empty NAME.
+bool build_environment(const std::vector<std::string>& inherited, bool clean, const std::vector<std::string>& settings,
+                       std::vector<std::string>& out, std::string& why);
 
 // The value of NAME in `env` (first entry wins, as getenv does), or nullopt.
 std::optional<std::string> find_variable(const std::vector<std::string>& env, std::string_view name);

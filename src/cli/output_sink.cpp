@@ -34,7 +34,7 @@ OutputSink::WriteResult OutputSink::write_some() {
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return {false, 0};
-            return {false, errno};
+            return {false, -errno};
         }
         offset_ += static_cast<std::size_t>(n);
     }

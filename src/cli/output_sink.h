@@ -23,7 +23,8 @@ public:
 
     void append(std::span<const std::uint8_t> bytes);
 
-    // Writes what the descriptor takes now. `error` is an errno (never EAGAIN/EINTR).
+    // Writes what the descriptor takes now. `error` is 0 or a negative errno (never EAGAIN
+    // or EINTR).
     struct WriteResult {
         bool drained = false;
         int error = 0;

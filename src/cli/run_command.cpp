@@ -12,7 +12,6 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
-#include <system_error>
 #include <type_traits>
 
 #include "cli/options.h"
@@ -34,10 +33,6 @@ struct SourceUnref {
 };
 using EventPtr = std::unique_ptr<sd_event, EventUnref>;
 using SourcePtr = std::unique_ptr<sd_event_source, SourceUnref>;
-
-void check(int r, const char* what) {
-    if (r < 0) throw std::system_error(-r, std::generic_category(), what);
-}
 
 std::optional<protocol::WindowSize> terminal_size(int fd) {
     winsize ws{};
@@ -72,47 +67,57 @@ public:
     // what to print on stderr (printed by the caller once the terminal is restored).
     int run() {
         sd_event* e = nullptr;
-        check(sd_event_new(&e), "sd_event_new");
+        if (const int r = sd_event_new(&e); r < 0) return failed(r, "create the event loop");
         loop_.reset(e);
-        add_sources();
+        if (const int r = add_sources(); r < 0) return kFailure;  // add_sources() said which
         update();
-        int code = kFailure;
-        check(sd_event_loop(loop_.get()), "event loop");
-        check(sd_event_get_exit_code(loop_.get(), &code), "sd_event_get_exit_code");
-        return code;
+        // The exit code given to sd_event_exit(), or a negative errno.
+        const int r = sd_event_loop(loop_.get());
+        if (r < 0) return failed(r, "run the event loop");
+        return r;
     }
 
     [[nodiscard]] const std::string& final_message() const { return message_; }
 
 private:
-    void add_sources() {
+    // Records why the relay could not run; returns kFailure.
+    int failed(int error, const std::string& what) {
+        message_ = client::errno_message("ptyvisor: cannot " + what, error);
+        return kFailure;
+    }
+
+    // Returns 0, or a negative errno with final_message() saying what could not be watched.
+    int add_sources() {
         sd_event_source* s = nullptr;
-        check(sd_event_add_io(loop_.get(), &s, connection_.fd(), EPOLLIN, &Relay::on_socket, this),
-              "watch the daemon socket");
+        int r = sd_event_add_io(loop_.get(), &s, connection_.fd(), EPOLLIN, &Relay::on_socket, this);
+        if (r < 0) return failed(r, "watch the daemon socket"), r;
         socket_source_.reset(s);
 
         // epoll refuses regular files and /dev/null; those are always "readable", so a defer
         // source (run on every loop iteration while enabled) reads them chunk by chunk.
-        int r = sd_event_add_io(loop_.get(), &s, STDIN_FILENO, EPOLLIN, &Relay::on_stdin_io, this);
+        r = sd_event_add_io(loop_.get(), &s, STDIN_FILENO, EPOLLIN, &Relay::on_stdin_io, this);
         if (r == -EPERM) r = sd_event_add_defer(loop_.get(), &s, &Relay::on_stdin_defer, this);
-        check(r, "watch stdin");
+        if (r < 0) return failed(r, "watch stdin"), r;
         stdin_source_.reset(s);
 
         r = sd_event_add_io(loop_.get(), &s, STDOUT_FILENO, EPOLLOUT, &Relay::on_stdout, this);
         if (r != -EPERM) {  // else: a file, where writes never wait
-            check(r, "watch stdout");
+            if (r < 0) return failed(r, "watch stdout"), r;
             stdout_source_.reset(s);
         }
 
         std::vector<int> signals{SIGINT, SIGTERM, SIGHUP};
         if (winch_fd_ >= 0) signals.push_back(SIGWINCH);
         for (int sig : signals) {
-            check(sd_event_add_signal(loop_.get(), &s, sig, &Relay::on_signal, this), "watch signals");
+            r = sd_event_add_signal(loop_.get(), &s, sig, &Relay::on_signal, this);
+            if (r < 0) return failed(r, std::string("watch SIG") + sigabbrev_np(sig)), r;
             signal_sources_.emplace_back(s);
         }
+        return 0;
     }
 
-    // Runs a callback's body; an exception ends the session instead of crossing C frames.
+    // Runs a callback's body; an exception (an allocation failure, a broken precondition)
+    // ends the session instead of crossing C frames.
     template <class F>
     int guarded(F&& body) {
         try {
@@ -149,7 +154,10 @@ private:
     void socket_ready(std::uint32_t revents) {
         if ((revents & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) connection_.flush();
         if ((revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !result_ && sink_.empty()) {
-            for (auto& event : connection_.read_events()) {
+            std::vector<client::Event> events;
+            std::string why;
+            if (!connection_.read_events(events, why)) return finish_now(kFailure, "ptyvisor: " + why);
+            for (auto& event : events) {
                 if (result_) break;
                 std::visit([this](auto& e) { handle(e); }, event);
             }
@@ -196,12 +204,12 @@ private:
 
     void write_stdout() {
         const auto result = sink_.write_some();
-        if (result.error == EPIPE) {
+        if (result.error == -EPIPE) {
             // Whoever reads our output has gone, as with `| head`: end like a local command
             // killed by SIGPIPE, quietly. Closing the connection ends the session.
             finish_now(128 + SIGPIPE, {});
         } else if (result.error != 0) {
-            finish_now(kFailure, std::string("ptyvisor: cannot write to stdout: ") + std::strerror(result.error));
+            finish_now(kFailure, client::errno_message("ptyvisor: cannot write to stdout", result.error));
         }
     }
 
@@ -237,7 +245,9 @@ private:
     }
 
     void set_enabled(sd_event_source* s, bool on) {
-        if (s != nullptr) check(sd_event_source_set_enabled(s, on ? SD_EVENT_ON : SD_EVENT_OFF), "toggle a source");
+        if (s == nullptr) return;
+        if (const int r = sd_event_source_set_enabled(s, on ? SD_EVENT_ON : SD_EVENT_OFF); r < 0)
+            finish_now(kFailure, client::errno_message("ptyvisor: cannot switch an event source", r));
     }
 
     // Re-derives what to wait for from the state, after every callback.
@@ -251,7 +261,10 @@ private:
         const bool want_in = !result_ && sink_.empty();
         const bool want_out = !result_ && connection_.wants_write();
         const std::uint32_t events = (want_in ? EPOLLIN : 0u) | (want_out ? EPOLLOUT : 0u);
-        if (events != 0) check(sd_event_source_set_io_events(socket_source_.get(), events), "socket events");
+        if (events != 0) {
+            if (const int r = sd_event_source_set_io_events(socket_source_.get(), events); r < 0)
+                return finish_now(kFailure, client::errno_message("ptyvisor: cannot watch the daemon socket", r));
+        }
         set_enabled(socket_source_.get(), events != 0);
         set_enabled(stdin_source_.get(), stdin_open_ && !stopping_ && !result_ && !connection_.output_full());
         set_enabled(stdout_source_.get(), !sink_.empty());
@@ -274,34 +287,37 @@ private:
     std::string message_;
 };
 
-void block_handled_signals() {
+// Returns 0 or a negative errno.
+int block_handled_signals() {
     sigset_t set;
     sigemptyset(&set);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGWINCH}) sigaddset(&set, sig);
     // Blocked, they wait for the event loop's signalfd instead of killing us with the
     // terminal still raw.
-    ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
+    if (const int e = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); e != 0) return -e;
+    if (::signal(SIGPIPE, SIG_IGN) == SIG_ERR) return -errno;
+    return 0;
 }
 
-client::StartOptions start_options(const RunOptions& o, int& winch_fd) {
-    client::StartOptions s;
+// START's options from ours, into `s`. False with `why` for a bad option value.
+bool start_options(const RunOptions& o, client::StartOptions& s, int& winch_fd, std::string& why) {
     s.argv = o.command;
-    s.env = build_environment(o.clean_env ? std::vector<std::string>{} : current_environment(),
-                              o.clean_env, o.env_settings);
+    if (!build_environment(o.clean_env ? std::vector<std::string>{} : current_environment(), o.clean_env,
+                           o.env_settings, s.env, why))
+        return false;
     s.term = resolve_term(o.term, s.env, std::getenv("TERM"));
     set_variable(s.env, "TERM", s.term);
     if (o.directory) s.cwd = *o.directory;
 
     const int tty = ::isatty(STDIN_FILENO) ? STDIN_FILENO : ::isatty(STDOUT_FILENO) ? STDOUT_FILENO : -1;
     if (o.size) {
-        s.size = parse_size(*o.size);
+        if (!parse_size(*o.size, s.size, why)) return false;
         winch_fd = -1;  // a size asked for stays
     } else {
         s.size = (tty >= 0 ? terminal_size(tty) : std::nullopt).value_or(protocol::WindowSize{.rows = 24, .cols = 80});
         winch_fd = tty;
     }
-    return s;
+    return true;
 }
 
 }  // namespace
@@ -311,27 +327,42 @@ std::string_view end_of_input(std::optional<char> last_byte) {
     return "\x04\x04";
 }
 
+namespace {
+
+int failure(std::string& message, const std::string& why) {
+    message = "ptyvisor: " + why;
+    return kFailure;
+}
+
+// The session from our options to its end: our exit status, and in `message` what to print
+// once the terminal is restored (when this returns).
+int run_session(const RunOptions& options, std::string& message) {
+    if (const int r = block_handled_signals(); r < 0)
+        return failure(message, client::errno_message("cannot block the signals the session relays", r));
+    std::string why;
+    client::StartOptions start;
+    int winch_fd = -1;
+    if (!start_options(options, start, winch_fd, why)) return failure(message, why);
+    client::Connection connection;
+    if (!connection.connect(resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)), why))
+        return failure(message, why);
+    // Raw before START: keys typed from now on reach the session as they are, and no
+    // ^C typed early is turned into a local signal that flushes typed-ahead input.
+    std::optional<RawMode> raw;
+    if (const int r = RawMode::enter(STDIN_FILENO, raw); r < 0)
+        return failure(message, client::errno_message("cannot set raw mode", r));
+    if (!connection.start(start, why)) return failure(message, why);
+    Relay relay(connection, raw.has_value(), winch_fd, options.quiet);
+    const int code = relay.run();
+    message = relay.final_message();
+    return code;
+}
+
+}  // namespace
+
 int run_command(const RunOptions& options) {
     std::string message;
-    int code = kFailure;
-    try {
-        block_handled_signals();
-        int winch_fd = -1;
-        const auto start = start_options(options, winch_fd);
-        auto connection = client::Connection::connect(
-            resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)));
-        // Raw before START: keys typed from now on reach the session as they are, and no
-        // ^C typed early is turned into a local signal that flushes typed-ahead input.
-        auto raw = RawMode::enter(STDIN_FILENO);
-        connection.start(start);
-        Relay relay(connection, raw.has_value(), winch_fd, options.quiet);
-        code = relay.run();
-        message = relay.final_message();
-        // Leaving this scope restores the terminal before anything is printed below.
-    } catch (const std::exception& e) {
-        code = kFailure;
-        message = std::string("ptyvisor: ") + e.what();
-    }
+    const int code = run_session(options, message);
     if (!message.empty()) std::cerr << message << '\n' << std::flush;
     return code;
 }

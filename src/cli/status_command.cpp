@@ -1,14 +1,11 @@
 #include "cli/status_command.h"
 
-#include <nlohmann/json.hpp>
-
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdlib>
-#include <iomanip>
 #include <iostream>
 #include <sstream>
-#include <stdexcept>
 #include <vector>
 
 #include "cli/options.h"
@@ -17,49 +14,18 @@
 namespace ptyvisor::cli {
 namespace {
 
-using nlohmann::json;
-
 constexpr int kFailure = 255;
 // The daemon answers STATUS at once; this only bounds a daemon that has hung.
 constexpr std::chrono::seconds kStatusTimeout{10};
 
-std::string scalar_text(const json& v) {
-    if (v.is_string()) return v.get<std::string>();
-    if (v.is_null()) return "-";
-    return v.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-// The first of `keys` present in `o`, as text, or "-".
-std::string field(const json& o, std::initializer_list<const char*> keys) {
-    for (const char* k : keys)
-        if (auto it = o.find(k); it != o.end() && !it->is_structured()) return scalar_text(*it);
-    return "-";
-}
-
 // started_at is Unix time in seconds (docs/protocol.md 5.7); shown in UTC, ISO 8601.
-std::string start_time_of(const json& s) {
-    const auto it = s.find("started_at");
-    if (it == s.end() || !it->is_number_integer()) return field(s, {"started_at"});
-    const auto seconds = static_cast<std::time_t>(it->get<std::int64_t>());
+std::string start_time_of(std::int64_t started_at) {
+    const auto seconds = static_cast<std::time_t>(started_at);
     std::tm utc{};
-    if (::gmtime_r(&seconds, &utc) == nullptr) return scalar_text(*it);
     char text[32];
-    return std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc) > 0 ? text : scalar_text(*it);
-}
-
-std::string command_of(const json& s) {
-    if (auto it = s.find("argv"); it != s.end() && it->is_array() && !it->empty())
-        return scalar_text((*it)[0]);
-    return field(s, {"argv0", "command"});
-}
-
-// Nested counters print as "outer.inner".
-void flatten(const json& o, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
-    for (auto it = o.begin(); it != o.end(); ++it) {
-        const std::string name = prefix.empty() ? it.key() : prefix + "." + it.key();
-        if (it->is_object()) flatten(*it, name, out);
-        else out.emplace_back(name, it->is_array() ? it->dump() : scalar_text(*it));
-    }
+    if (::gmtime_r(&seconds, &utc) == nullptr || std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc) == 0)
+        return std::to_string(started_at);
+    return text;
 }
 
 void print_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
@@ -79,71 +45,62 @@ void print_table(std::ostream& out, const std::vector<std::vector<std::string>>&
     }
 }
 
+void print_sessions(std::ostream& out, const std::vector<protocol::StatusReply::Session>& sessions) {
+    out << "sessions: " << sessions.size() << '\n';
+    if (sessions.empty()) return;
+    std::vector<std::vector<std::string>> rows{{"UNIT", "PID", "PEER", "STARTED", "IN", "OUT", "COMMAND"}};
+    for (const auto& s : sessions)
+        rows.push_back({s.unit, std::to_string(s.pid), std::to_string(s.peer_pid), start_time_of(s.started_at),
+                        std::to_string(s.bytes_in), std::to_string(s.bytes_out), s.argv0});
+    print_table(out, rows);
+}
+
+// In the order of their names, as the JSON object has them.
+void print_counters(std::ostream& out, const protocol::StatusReply::Counters& c) {
+    std::vector<std::vector<std::string>> rows{{"  accepted", std::to_string(c.accepted)},
+                                               {"  evicted", std::to_string(c.evicted)},
+                                               {"  handshake_timeouts", std::to_string(c.handshake_timeouts)},
+                                               {"  rate_limited", std::to_string(c.rate_limited)}};
+    for (const auto& [code, count] : c.rejected) rows.push_back({"  rejected." + code, std::to_string(count)});
+    out << "counters:\n";
+    print_table(out, rows);
+}
+
+int failure(const std::string& why) {
+    std::cerr << "ptyvisor: " << why << '\n';
+    return kFailure;
+}
+
 }  // namespace
 
-std::string format_status(const std::string& text) {
-    const json report = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (report.is_discarded() || !report.is_object())
-        throw std::invalid_argument("the daemon's status report is not a JSON object");
+std::string format_status(const protocol::StatusReply& report) {
     std::ostringstream out;
-
-    for (auto it = report.begin(); it != report.end(); ++it)
-        if (!it->is_structured()) out << it.key() << ": " << scalar_text(*it) << '\n';
-
-    const auto sessions = report.find("sessions");
-    const std::size_t count = sessions != report.end() && sessions->is_array() ? sessions->size() : 0;
-    out << "sessions: " << count << '\n';
-    if (count > 0) {
-        std::vector<std::vector<std::string>> rows{
-            {"UNIT", "PID", "PEER", "STARTED", "IN", "OUT", "COMMAND"}};
-        for (const auto& s : *sessions) {
-            if (!s.is_object()) continue;
-            rows.push_back({field(s, {"unit"}), field(s, {"pid"}), field(s, {"peer_pid"}),
-                            start_time_of(s), field(s, {"bytes_in"}), field(s, {"bytes_out"}),
-                            command_of(s)});
-        }
-        print_table(out, rows);
-    }
-
-    if (const auto adm = report.find("counters"); adm != report.end() && adm->is_object()) {
-        std::vector<std::pair<std::string, std::string>> counters;
-        flatten(*adm, "", counters);
-        out << "counters:\n";
-        std::vector<std::vector<std::string>> rows;
-        for (auto& [k, v] : counters) rows.push_back({"  " + k, v});
-        print_table(out, rows);
-    }
+    out << "backend: " << report.backend << '\n';
+    if (report.truncated) out << "truncated: true\n";
+    out << "version: " << report.version << '\n';
+    print_sessions(out, report.sessions);
+    print_counters(out, report.counters);
     return out.str();
 }
 
 int status_command(const StatusOptions& options) {
-    try {
-        auto connection = client::Connection::connect(
-            resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)));
-        connection.queue_status_request();
-        const auto t = client::run_to_completion(connection, kStatusTimeout);
-        if (t.error) {
-            std::cerr << "ptyvisor: " << t.error->message << " (" << protocol::to_string(t.error->code) << ")\n";
-            return kFailure;
-        }
-        if (t.violation) {
-            std::cerr << "ptyvisor: protocol error from the daemon: " << *t.violation << '\n';
-            return kFailure;
-        }
-        if (!t.status) {
-            std::cerr << "ptyvisor: connection to the daemon lost\n";
-            return kFailure;
-        }
-        if (options.json)
-            std::cout << *t.status << '\n';
-        else
-            std::cout << format_status(*t.status);
-        std::cout.flush();
-        return std::cout ? 0 : kFailure;
-    } catch (const std::exception& e) {
-        std::cerr << "ptyvisor: " << e.what() << '\n';
-        return kFailure;
-    }
+    std::string why;
+    client::Connection connection;
+    if (!connection.connect(resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)), why))
+        return failure(why);
+    connection.queue_status_request();
+    client::Transcript t;
+    if (!client::run_to_completion(connection, kStatusTimeout, t, why)) return failure(why);
+    if (t.error) return failure(t.error->message + " (" + std::string(protocol::to_string(t.error->code)) + ")");
+    if (t.violation) return failure("protocol error from the daemon: " + *t.violation);
+    if (!t.status) return failure("connection to the daemon lost");
+    // --json: as the daemon sent it, with whatever members a newer daemon added.
+    if (options.json)
+        std::cout << t.status->json << '\n';
+    else
+        std::cout << format_status(t.status->reply);
+    std::cout.flush();
+    return std::cout ? 0 : kFailure;
 }
 
 }  // namespace ptyvisor::cli

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "protocol/payloads.h"
+
 namespace ptyvisor::cli {
 
 struct StatusOptions {
@@ -14,11 +16,9 @@ struct StatusOptions {
 
 int status_command(const StatusOptions& options);
 
-// The readable form of a STATUS report (docs/protocol.md 5.7): top-level scalars
-// (version, backend, ...), a table of sessions (unit, pid, peer pid, start time in UTC,
-// bytes in/out, argv0) and the admission counters, nested ones as "rejected.busy".
-// Missing members print as "-"; unknown ones are ignored.
-// Throws std::invalid_argument when `json` is not a JSON object.
-std::string format_status(const std::string& json);
+// The readable form of a STATUS report (docs/protocol.md 5.7): backend, truncated (when
+// set) and version, a table of sessions (unit, pid, peer pid, start time in UTC, bytes
+// in/out, argv0) and the admission counters, refusals by code as "rejected.busy".
+std::string format_status(const protocol::StatusReply& report);
 
 }  // namespace ptyvisor::cli

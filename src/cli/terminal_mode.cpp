@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <system_error>
 #include <utility>
 
 namespace ptyvisor::cli {
@@ -15,13 +14,15 @@ termios raw_attributes(const termios& current) {
     return raw;
 }
 
-std::optional<RawMode> RawMode::enter(int fd) {
+int RawMode::enter(int fd, std::optional<RawMode>& out) {
     termios saved{};
-    if (!::isatty(fd) || ::tcgetattr(fd, &saved) < 0) return std::nullopt;
+    if (!::isatty(fd) || ::tcgetattr(fd, &saved) < 0) return 0;
     const termios raw = raw_attributes(saved);
     while (::tcsetattr(fd, TCSANOW, &raw) < 0)
-        if (errno != EINTR) throw std::system_error(errno, std::generic_category(), "cannot set raw mode");
-    return RawMode(fd, saved);
+        if (errno != EINTR) return -errno;
+    out.reset();
+    out.emplace(RawMode(fd, saved));
+    return 0;
 }
 
 RawMode::RawMode(RawMode&& other) noexcept

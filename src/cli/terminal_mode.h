@@ -1,7 +1,7 @@
 // RawMode: puts a terminal in raw mode and puts it back.
 //
 // Invariant: while a RawMode object is alive and active, the terminal is raw; when it is
-// destroyed (normal return, exception unwinding, or after a signal that the event loop turned
+// destroyed (normal return, stack unwinding, or after a signal that the event loop turned
 // into an orderly exit), the terminal's saved attributes are restored. Like systemd's
 // ptyfwd, only input processing is made raw: output processing (c_oflag) is kept, so that
 // messages printed by the client itself still start at column 0.
@@ -15,9 +15,9 @@ namespace ptyvisor::cli {
 
 class RawMode {
 public:
-    // Raw mode on `fd` if it is a terminal; nullopt if it is not. Throws std::system_error
-    // if the terminal refuses the change.
-    static std::optional<RawMode> enter(int fd);
+    // Raw mode on `fd` if it is a terminal, held by `out`; `out` stays empty if it is not.
+    // Returns 0, or a negative errno if the terminal refuses the change.
+    static int enter(int fd, std::optional<RawMode>& out);
 
     RawMode(RawMode&& other) noexcept;
     RawMode& operator=(RawMode&&) = delete;

@@ -28,6 +28,13 @@ termios attributes(int fd) {
     return t;
 }
 
+// RawMode::enter(), which must not fail.
+std::optional<RawMode> enter(int fd) {
+    std::optional<RawMode> raw;
+    EXPECT_EQ(RawMode::enter(fd, raw), 0);
+    return raw;
+}
+
 bool same(const termios& a, const termios& b) {
     return a.c_iflag == b.c_iflag && a.c_oflag == b.c_oflag && a.c_cflag == b.c_cflag &&
            a.c_lflag == b.c_lflag && a.c_cc[VMIN] == b.c_cc[VMIN] && a.c_cc[VTIME] == b.c_cc[VTIME];
@@ -38,7 +45,7 @@ TEST(RawMode, EntersRawAndRestoresOnDestruction) {
     const termios before = attributes(pty.slave.get());
     ASSERT_TRUE(before.c_lflag & ICANON);
     {
-        auto raw = RawMode::enter(pty.slave.get());
+        auto raw = enter(pty.slave.get());
         ASSERT_TRUE(raw.has_value());
         const termios during = attributes(pty.slave.get());
         EXPECT_FALSE(during.c_lflag & ICANON);
@@ -57,7 +64,7 @@ TEST(RawMode, RestoresWhenAnExceptionUnwinds) {
     const auto pty = open_pty();
     const termios before = attributes(pty.slave.get());
     try {
-        auto raw = RawMode::enter(pty.slave.get());
+        auto raw = enter(pty.slave.get());
         ASSERT_FALSE(attributes(pty.slave.get()).c_lflag & ICANON);
         throw std::runtime_error("boom");
     } catch (const std::runtime_error&) {
@@ -68,7 +75,7 @@ TEST(RawMode, RestoresWhenAnExceptionUnwinds) {
 TEST(RawMode, MovedFromRestoresOnce) {
     const auto pty = open_pty();
     const termios before = attributes(pty.slave.get());
-    auto raw = RawMode::enter(pty.slave.get());
+    auto raw = enter(pty.slave.get());
     ASSERT_TRUE(raw);
     {
         RawMode moved(std::move(*raw));
@@ -88,7 +95,7 @@ TEST(RawMode, NotATerminalIsNotAnError) {
     int p[2];
     ASSERT_EQ(::pipe(p), 0);
     UniqueFd r(p[0]), w(p[1]);
-    EXPECT_FALSE(RawMode::enter(r.get()).has_value());
+    EXPECT_FALSE(enter(r.get()).has_value());
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ void record(Event& event, Transcript& t) {
             else if constexpr (std::is_same_v<T, Output>) t.output.append(e.bytes.begin(), e.bytes.end());
             else if constexpr (std::is_same_v<T, Exit>) t.exit = std::move(e.status);
             else if constexpr (std::is_same_v<T, Error>) t.error = std::move(e.reply);
-            else if constexpr (std::is_same_v<T, Status>) t.status = std::move(e.json);
+            else if constexpr (std::is_same_v<T, Status>) t.status = std::move(e);
             else if constexpr (std::is_same_v<T, Closed>) t.closed = true;
             else if constexpr (std::is_same_v<T, ProtocolViolation>) t.violation = std::move(e.message);
             else if constexpr (std::is_same_v<T, Attached>) t.attached = std::move(e.reply);
@@ -42,7 +42,9 @@ void record(Event& event, Transcript& t) {
 
 }  // namespace
 
-std::vector<Event> wait_for_events(Connection& connection, std::chrono::milliseconds timeout) {
+bool wait_for_events(Connection& connection, std::chrono::milliseconds timeout, std::vector<Event>& events,
+                     std::string& why) {
+    events.clear();
     const auto deadline = Clock::now() + timeout;
     while (!connection.finished()) {
         const bool drained = connection.flush();
@@ -50,28 +52,31 @@ std::vector<Event> wait_for_events(Connection& connection, std::chrono::millisec
         const int n = ::poll(&p, 1, remaining_ms(deadline));
         if (n < 0) {
             if (errno == EINTR) continue;
-            throw system_error("poll", errno);
+            why = errno_message("poll", errno);
+            return false;
         }
-        if (n == 0) return {};
+        if (n == 0) return true;
         if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-            auto events = connection.read_events();
-            if (!events.empty()) return events;
+            if (!connection.read_events(events, why)) return false;
+            if (!events.empty()) return true;
         }
     }
-    return {};
+    return true;
 }
 
-Transcript run_to_completion(Connection& connection, std::chrono::milliseconds timeout) {
+bool run_to_completion(Connection& connection, std::chrono::milliseconds timeout, Transcript& out, std::string& why) {
     const auto deadline = Clock::now() + timeout;
-    Transcript t;
+    out = Transcript{};
+    std::vector<Event> events;
     while (!connection.finished()) {
-        if (Clock::now() >= deadline)
-            throw ClientError("the daemon did not finish within " + std::to_string(timeout.count()) + " ms");
-        auto events = wait_for_events(
-            connection, std::chrono::milliseconds(remaining_ms(deadline)));
-        for (auto& e : events) record(e, t);
+        if (Clock::now() >= deadline) {
+            why = "the daemon did not finish within " + std::to_string(timeout.count()) + " ms";
+            return false;
+        }
+        if (!wait_for_events(connection, std::chrono::milliseconds(remaining_ms(deadline)), events, why)) return false;
+        for (auto& e : events) record(e, out);
     }
-    return t;
+    return true;
 }
 
 }  // namespace ptyvisor::client

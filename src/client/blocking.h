@@ -12,9 +12,11 @@
 
 namespace ptyvisor::client {
 
-// Flushes what is queued and waits until at least one event arrives; returns the events.
-// Returns an empty vector if `timeout` passes first or the connection has already finished.
-std::vector<Event> wait_for_events(Connection& connection, std::chrono::milliseconds timeout);
+// Flushes what is queued and waits until at least one event arrives, into `events`; they
+// are empty if `timeout` passes first or the connection has already finished. False with
+// `why` when waiting or reading fails.
+bool wait_for_events(Connection& connection, std::chrono::milliseconds timeout, std::vector<Event>& events,
+                     std::string& why);
 
 // Everything a connection produced, gathered by run_to_completion().
 struct Transcript {
@@ -22,7 +24,7 @@ struct Transcript {
     std::string output;  // all OUTPUT bytes, concatenated
     std::optional<protocol::ExitStatus> exit;
     std::optional<protocol::ErrorReply> error;
-    std::optional<std::string> status;     // STATUS JSON
+    std::optional<Status> status;          // STATUS
     std::optional<std::string> violation;  // ProtocolViolation message
     bool closed = false;                   // the daemon closed the connection
     // Version 2.
@@ -36,8 +38,9 @@ struct Transcript {
     std::optional<protocol::SentReply> sent;
 };
 
-// Flushes and reads until the connection finishes (Closed or ProtocolViolation).
-// Throws ClientError if that takes longer than `timeout`.
-Transcript run_to_completion(Connection& connection, std::chrono::milliseconds timeout);
+// Flushes and reads until the connection finishes (Closed or ProtocolViolation), gathering
+// what arrives into `out`. False with `why` if that takes longer than `timeout`, or waiting
+// or reading fails.
+bool run_to_completion(Connection& connection, std::chrono::milliseconds timeout, Transcript& out, std::string& why);
 
 }  // namespace ptyvisor::client

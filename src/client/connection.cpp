@@ -25,105 +25,118 @@ using protocol::FrameType;
 // decoder never holds more than one read plus one partial frame.
 constexpr std::size_t kReadBufferSize = protocol::kHeaderSize + protocol::kMaxIoPayloadSize;
 
-void set_nonblocking(int fd, bool on) {
+// Returns 0 or a negative errno.
+int set_nonblocking(int fd, bool on) {
     const int flags = ::fcntl(fd, F_GETFL);
-    if (flags < 0) throw system_error("cannot read socket flags", errno);
+    if (flags < 0) return -errno;
     const int wanted = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
-    if (wanted != flags && ::fcntl(fd, F_SETFL, wanted) < 0)
-        throw system_error("cannot set socket flags", errno);
+    if (wanted != flags && ::fcntl(fd, F_SETFL, wanted) < 0) return -errno;
+    return 0;
 }
 
-// Waits for a connect() interrupted by a signal to finish and returns its result.
+bool fail(std::string& why, std::string message) {
+    why = std::move(message);
+    return false;
+}
+
+// Waits for a connect() interrupted by a signal to finish. Returns its result: 0 or a
+// negative errno.
 int finish_interrupted_connect(int fd) {
     pollfd p{fd, POLLOUT, 0};
     while (::poll(&p, 1, -1) < 0)
-        if (errno != EINTR) return errno;
+        if (errno != EINTR) return -errno;
     int error = 0;
     socklen_t len = sizeof error;
-    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0) return errno;
-    return error;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0) return -errno;
+    return -error;
 }
 
-void check_utf8(std::string_view text, const std::string& what) {
-    if (!is_valid_utf8(text)) throw ClientError(what + " is not valid UTF-8");
+bool check_utf8(std::string_view text, const std::string& what, std::string& why) {
+    return is_valid_utf8(text) || fail(why, what + " is not valid UTF-8");
 }
 
-void validate(const StartOptions& o) {
-    if (o.argv.empty() || o.argv[0].empty()) throw ClientError("no command given");
+bool validate(const StartOptions& o, std::string& why) {
+    if (o.argv.empty() || o.argv[0].empty()) return fail(why, "no command given");
     if (o.argv.size() > protocol::kMaxArgc)
-        throw ClientError("too many arguments (limit " + std::to_string(protocol::kMaxArgc) + ")");
+        return fail(why, "too many arguments (limit " + std::to_string(protocol::kMaxArgc) + ")");
     if (o.env.size() > protocol::kMaxEnvc)
-        throw ClientError("too many environment variables (limit " +
-                          std::to_string(protocol::kMaxEnvc) + ")");
+        return fail(why, "too many environment variables (limit " + std::to_string(protocol::kMaxEnvc) + ")");
     for (std::size_t i = 0; i < o.argv.size(); ++i) {
-        check_utf8(o.argv[i], "argument " + std::to_string(i));
+        if (!check_utf8(o.argv[i], "argument " + std::to_string(i), why)) return false;
         if (o.argv[i].find('\0') != std::string::npos)
-            throw ClientError("argument " + std::to_string(i) + " contains a NUL byte");
+            return fail(why, "argument " + std::to_string(i) + " contains a NUL byte");
     }
     for (const auto& e : o.env) {
         const auto eq = e.find('=');
         const std::string name = e.substr(0, eq);
-        if (eq == std::string::npos || eq == 0)
-            throw ClientError("environment entry '" + e + "' is not NAME=VALUE");
-        check_utf8(e, "environment variable " + name);
-        if (e.find('\0') != std::string::npos)
-            throw ClientError("environment variable " + name + " contains a NUL byte");
+        if (eq == std::string::npos || eq == 0) return fail(why, "environment entry '" + e + "' is not NAME=VALUE");
+        if (!check_utf8(e, "environment variable " + name, why)) return false;
+        if (e.find('\0') != std::string::npos) return fail(why, "environment variable " + name + " contains a NUL byte");
     }
-    check_utf8(o.term, "TERM");
+    if (!check_utf8(o.term, "TERM", why)) return false;
     if (o.term.size() > protocol::kMaxTermLength || o.term.find('\0') != std::string::npos)
-        throw ClientError("TERM is too long or contains a NUL byte");
-    if (o.size.rows == 0 || o.size.cols == 0)
-        throw ClientError("the terminal size must be at least 1x1");
+        return fail(why, "TERM is too long or contains a NUL byte");
+    if (o.size.rows == 0 || o.size.cols == 0) return fail(why, "the terminal size must be at least 1x1");
+    return true;
 }
 
-// The directory descriptor START carries: the caller's, or cwd opened here.
-UniqueFd open_directory(const StartOptions& o, int& fd) {
+// The directory descriptor START carries: the caller's (`opened` stays empty), or cwd opened
+// here into `opened`. False with `why`.
+bool open_directory(const StartOptions& o, UniqueFd& opened, int& fd, std::string& why) {
     if (o.cwd_fd >= 0) {
         fd = o.cwd_fd;
-        return {};
+        return true;
     }
-    UniqueFd dir(::open(o.cwd.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!dir) throw system_error("cannot open directory " + o.cwd.string(), errno);
-    fd = dir.get();
-    return dir;
+    opened.reset(::open(o.cwd.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!opened) return fail(why, errno_message("cannot open directory " + o.cwd.string(), errno));
+    fd = opened.get();
+    return true;
 }
 
 }  // namespace
 
-ClientError system_error(const std::string& what, int error) {
-    return ClientError(what + ": " + std::strerror(error));
+std::string errno_message(const std::string& what, int error) {
+    return what + ": " + std::strerror(error < 0 ? -error : error);
 }
 
-Connection Connection::connect(const std::string& path) {
+Connection::Connection() : read_buffer_(kReadBufferSize) {}
+
+bool Connection::connect(const std::string& path, std::string& why) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.empty() || path.size() >= sizeof addr.sun_path)
-        throw ClientError("cannot connect to " + path + ": invalid socket path");
+        return fail(why, "cannot connect to " + path + ": invalid socket path");
     std::memcpy(addr.sun_path, path.data(), path.size());
 
     // Connect blocking so a full listen backlog waits instead of failing with EAGAIN.
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) throw system_error("cannot create a socket", errno);
-    int error = 0;
+    if (!fd) return fail(why, errno_message("cannot create a socket", errno));
+    int r = 0;
     if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) < 0)
-        error = errno == EINTR ? finish_interrupted_connect(fd.get()) : errno;
-    if (error != 0) throw system_error("cannot connect to " + path, error);
-    return Connection(std::move(fd));
+        r = errno == EINTR ? finish_interrupted_connect(fd.get()) : -errno;
+    if (r < 0) return fail(why, errno_message("cannot connect to " + path, r));
+    return adopt(std::move(fd), why);
 }
 
-Connection::Connection(UniqueFd socket) : socket_(std::move(socket)), read_buffer_(kReadBufferSize) {
-    if (!socket_) throw ClientError("invalid socket");
-    set_nonblocking(socket_.get(), true);
+bool Connection::adopt(UniqueFd socket, std::string& why) {
+    if (socket_) throw std::logic_error("ptyvisor: the connection already has a socket");
+    if (!socket) return fail(why, "invalid socket");
+    if (const int r = set_nonblocking(socket.get(), true); r < 0)
+        return fail(why, errno_message("cannot make the socket non-blocking", r));
+    socket_ = std::move(socket);
+    return true;
 }
 
-void Connection::start(const StartOptions& options) {
+bool Connection::start(const StartOptions& options, std::string& why) {
+    if (!socket_) throw std::logic_error("ptyvisor: START before the connection is made");
     if (mode_ != Mode::Idle) throw std::logic_error("ptyvisor: START must be the first request");
-    validate(options);
+    if (!validate(options, why)) return false;
+    UniqueFd opened;
     int dir_fd = -1;
-    const UniqueFd opened = open_directory(options, dir_fd);
+    if (!open_directory(options, opened, dir_fd, why)) return false;
     struct stat st {};
-    if (::fstat(dir_fd, &st) < 0) throw system_error("cannot stat the working directory", errno);
-    if (!S_ISDIR(st.st_mode)) throw ClientError("the working directory is not a directory");
+    if (::fstat(dir_fd, &st) < 0) return fail(why, errno_message("cannot stat the working directory", errno));
+    if (!S_ISDIR(st.st_mode)) return fail(why, "the working directory is not a directory");
 
     protocol::StartRequest request;
     request.argv = options.argv;
@@ -135,44 +148,59 @@ void Connection::start(const StartOptions& options) {
     request.detach = options.detach;
     const std::string payload = protocol::encode(request);
     if (payload.size() > protocol::max_payload(FrameType::Start))
-        throw ClientError("the command line and environment are too large (" +
-                          std::to_string(payload.size()) + " bytes encoded, limit " +
-                          std::to_string(protocol::max_payload(FrameType::Start)) + ")");
+        return fail(why, "the command line and environment are too large (" + std::to_string(payload.size()) +
+                             " bytes encoded, limit " + std::to_string(protocol::max_payload(FrameType::Start)) +
+                             ")");
     mode_ = Mode::Session;
-    send_start(payload, dir_fd);
+    return send_start(payload, dir_fd, why);
 }
 
-void Connection::send_start(const std::string& payload, int directory_fd) {
+bool Connection::send_start(const std::string& payload, int directory_fd, std::string& why) {
     const auto frame = protocol::encode_frame(FrameType::Start, payload);
     // send_with_fd needs a blocking socket to send the whole frame; START is the first
     // frame, so nothing else is waiting and blocking here only waits for the daemon to read.
-    set_nonblocking(socket_.get(), false);
+    if (const int r = set_nonblocking(socket_.get(), false); r < 0)
+        return fail(why, errno_message("cannot make the socket blocking to send START", r));
     const int error = protocol::send_with_fd(socket_.get(), frame, directory_fd);
-    set_nonblocking(socket_.get(), true);
+    if (const int r = set_nonblocking(socket_.get(), true); r < 0)
+        return fail(why, errno_message("cannot make the socket non-blocking", r));
     if (error == EPIPE || error == ECONNRESET) {
-        write_error_ = error;  // the daemon's ERROR, if any, is still to be read
-        return;
+        write_error_ = -error;  // the daemon's ERROR, if any, is still to be read
+        return true;
     }
     if (error == ETOOMANYREFS)
-        throw ClientError("cannot pass the working directory to ptyvisord: the kernel refused "
-                          "(ETOOMANYREFS), because this account has more descriptors in flight "
-                          "than its file limit allows; another of its processes is holding "
-                          "sockets full of descriptors nobody has received");
-    if (error != 0) throw system_error("cannot send START", error);
+        return fail(why, "cannot pass the working directory to ptyvisord: the kernel refused "
+                         "(ETOOMANYREFS), because this account has more descriptors in flight "
+                         "than its file limit allows; another of its processes is holding "
+                         "sockets full of descriptors nobody has received");
+    if (error != 0) return fail(why, errno_message("cannot send START", error));
+    return true;
 }
 
 void Connection::queue_status_request() {
+    if (!socket_) throw std::logic_error("ptyvisor: STATUS_REQUEST before the connection is made");
     if (mode_ != Mode::Idle)
         throw std::logic_error("ptyvisor: STATUS_REQUEST must be the first request");
     mode_ = Mode::Status;
     queue_frame(FrameType::StatusRequest, {});
 }
 
-void Connection::attach(const protocol::AttachRequest& request) {
+namespace {
+
+bool valid_id(const std::string& id, std::string& why) {
+    if (protocol::is_session_id(id)) return true;
+    why = "not a session id (32 lowercase hex digits): " + id;
+    return false;
+}
+
+}  // namespace
+
+bool Connection::attach(const protocol::AttachRequest& request, std::string& why) {
     if (mode_ != Mode::Idle) throw std::logic_error("ptyvisor: ATTACH must be the first request");
-    if (!protocol::is_session_id(request.id)) throw ClientError("not a session id: " + request.id);
+    if (!valid_id(request.id, why)) return false;
     mode_ = Mode::Session;
     queue_frame(FrameType::Attach, protocol::encode(request));
+    return true;
 }
 
 void Connection::queue_request(FrameType type, std::string_view payload) {
@@ -184,27 +212,33 @@ void Connection::queue_request(FrameType type, std::string_view payload) {
 
 void Connection::queue_list() { queue_request(FrameType::List, {}); }
 
-void Connection::queue_read(const protocol::ReadRequest& request) {
-    if (!protocol::is_session_id(request.id)) throw ClientError("not a session id: " + request.id);
+bool Connection::queue_read(const protocol::ReadRequest& request, std::string& why) {
+    if (!valid_id(request.id, why)) return false;
     queue_request(FrameType::Read, protocol::encode(request));
+    return true;
 }
 
-void Connection::queue_wait(const protocol::WaitRequest& request) {
-    if (!protocol::is_session_id(request.id)) throw ClientError("not a session id: " + request.id);
+bool Connection::queue_wait(const protocol::WaitRequest& request, std::string& why) {
+    if (!valid_id(request.id, why)) return false;
     queue_request(FrameType::Wait, protocol::encode(request));
+    return true;
 }
 
-void Connection::queue_kill(const protocol::KillRequest& request) {
-    if (!protocol::is_session_id(request.id)) throw ClientError("not a session id: " + request.id);
+bool Connection::queue_kill(const protocol::KillRequest& request, std::string& why) {
+    if (!valid_id(request.id, why)) return false;
     queue_request(FrameType::Kill, protocol::encode(request));
+    return true;
 }
 
-void Connection::queue_send(const std::string& id, std::span<const std::uint8_t> bytes) {
-    if (!protocol::is_session_id(id)) throw ClientError("not a session id: " + id);
-    if (bytes.empty() || bytes.size() > protocol::kMaxIoPayloadSize)
-        throw ClientError("SEND takes 1 to " + std::to_string(protocol::kMaxIoPayloadSize) + " bytes");
+bool Connection::queue_send(const std::string& id, std::span<const std::uint8_t> bytes, std::string& why) {
+    if (!valid_id(id, why)) return false;
+    if (bytes.empty() || bytes.size() > protocol::kMaxIoPayloadSize) {
+        why = "SEND takes 1 to " + std::to_string(protocol::kMaxIoPayloadSize) + " bytes";
+        return false;
+    }
     const auto payload = protocol::encode_send(id, bytes);
     queue_request(FrameType::Send, std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
+    return true;
 }
 
 void Connection::queue_detach() {
@@ -245,7 +279,7 @@ void Connection::queue_resize(protocol::WindowSize size) {
 void Connection::queue_signal(protocol::SignalRequest request) {
     require_session("SIGNAL");
     if (request.signal < 1 || request.signal > 64)
-        throw ClientError("signal " + std::to_string(request.signal) + " is out of range");
+        throw std::invalid_argument("ptyvisor: signal " + std::to_string(request.signal) + " is out of range");
     queue_frame(FrameType::Signal, protocol::encode(request));
 }
 
@@ -270,20 +304,20 @@ void Connection::violation(std::string message, std::vector<Event>& events) {
     finished_ = true;
 }
 
-std::vector<Event> Connection::read_events() {
-    std::vector<Event> events;
-    if (finished_) return events;
+bool Connection::read_events(std::vector<Event>& events, std::string& why) {
+    events.clear();
+    if (finished_) return true;
     const auto r = protocol::receive_with_fds(socket_.get(), read_buffer_);
-    if (r.error == EAGAIN || r.error == EWOULDBLOCK || r.error == EINTR) return events;
+    if (r.error == EAGAIN || r.error == EWOULDBLOCK || r.error == EINTR) return true;
     // A Unix stream socket reports ECONNRESET instead of end of file when the daemon closed
     // with our frames unread in its queue (after an ERROR, say). Everything it sent before
     // closing has been read by then, so this is the end of the stream like any other.
     const bool eof = r.eof || r.error == ECONNRESET;
-    if (r.error != 0 && !eof) throw system_error("cannot read from the daemon", r.error);
+    if (r.error != 0 && !eof) return fail(why, errno_message("cannot read from the daemon", r.error));
     // r.fds closes every received descriptor when r goes out of scope.
     if (!r.fds.empty() || r.control_truncated) {
         violation("the daemon sent file descriptors", events);
-        return events;
+        return true;
     }
     decoder_.feed(std::span<const std::uint8_t>(read_buffer_.data(), r.bytes));
     protocol::Frame frame;
@@ -304,7 +338,7 @@ std::vector<Event> Connection::read_events() {
             events.emplace_back(Closed{});
         finished_ = true;
     }
-    return events;
+    return true;
 }
 
 // The reply to a version 2 request: it must answer what was asked.
@@ -419,11 +453,14 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
             events.emplace_back(Exit{std::move(*d.value)});
             return;
         }
-        case FrameType::Status:
+        case FrameType::Status: {
             if (mode_ != Mode::Status) break;
+            auto d = protocol::decode_status(frame.text());
+            if (!d) return violation("bad STATUS payload: " + d.error, events);
             replied_ = true;
-            events.emplace_back(Status{std::string(frame.text())});
+            events.emplace_back(Status{std::move(*d.value), std::string(frame.text())});
             return;
+        }
         case FrameType::Start:
         case FrameType::Input:
         case FrameType::Resize:

@@ -1,15 +1,16 @@
 // Connection: the client side of one ptyvisor connection. The one place the client speaks
 // the wire protocol.
 //
-// Use: Connection::connect(path), then either start(options) for a session or
-// queue_status_request() for a status report. After that, with the socket in your event loop:
+// Use: connect(path), then either start(options) for a session or queue_status_request()
+// for a status report. Calls that can fail return false with `why` (client_error.h). After that, with the socket in your event loop:
 //   - queue_input / queue_resize / queue_signal / queue_stop append whole frames to an
 //     outgoing queue; flush() writes what the socket takes now; wants_write() says whether
 //     to wait for writability;
 //   - read_events() reads what has arrived and returns it as typed events (events.h).
 //
 // Invariants:
-//   - The socket is non-blocking and close-on-exec, and is the only descriptor held.
+//   - Once connected, the socket is non-blocking and close-on-exec, and is the only
+//     descriptor held.
 //   - START is the first frame sent and carries exactly one descriptor: the working
 //     directory. No other frame carries one.
 //   - Frames leave in the order they were queued; an INPUT never exceeds kMaxIoPayloadSize.
@@ -41,12 +42,15 @@ public:
     // How many queued bytes make output_full() true: a producer (stdin) pauses above this.
     static constexpr std::size_t kOutgoingLimit = 1024 * 1024;
 
-    // Connects to the daemon's socket. Throws ClientError ("cannot connect to PATH: ...").
-    static Connection connect(const std::string& path);
+    // Not connected yet: connect() or adopt() comes first.
+    Connection();
+
+    // Connects to the daemon's socket. False with `why` ("cannot connect to PATH: ...").
+    bool connect(const std::string& path, std::string& why);
 
     // Adopts a connected AF_UNIX stream socket (tests use one end of a socketpair) and makes
-    // it non-blocking. Throws ClientError if the socket is invalid.
-    explicit Connection(UniqueFd socket);
+    // it non-blocking. False with `why` if the socket is invalid.
+    bool adopt(UniqueFd socket, std::string& why);
 
     Connection(Connection&&) = default;
     Connection& operator=(Connection&&) = default;
@@ -54,24 +58,25 @@ public:
     [[nodiscard]] int fd() const { return socket_.get(); }
 
     // Sends START with the working directory's descriptor attached. Must be the first
-    // request. Throws ClientError when the options are invalid (empty argv, text that is
-    // not UTF-8, a malformed env entry, a payload over the limit) or the directory cannot
-    // be opened. If the daemon has already closed the connection, START is dropped without
-    // an exception: read_events() then reports the daemon's ERROR or Closed.
-    void start(const StartOptions& options);
+    // request. False with `why` when the options are invalid (empty argv, text that is not
+    // UTF-8, a malformed env entry, a payload over the limit), the directory cannot be
+    // opened or START cannot be sent. If the daemon has already closed the connection, START
+    // is dropped and this succeeds: read_events() then reports the daemon's ERROR or Closed.
+    bool start(const StartOptions& options, std::string& why);
 
     // Queues STATUS_REQUEST. Must be the first request.
     void queue_status_request();
 
     // Version 2. Each must be the first request. ATTACH makes this a session connection
-    // (queue_input and the rest apply to a controller); the others get one reply.
-    void attach(const protocol::AttachRequest& request);
+    // (queue_input and the rest apply to a controller); the others get one reply. Each
+    // returns false with `why` when its id is not a session id, and queues nothing then.
+    bool attach(const protocol::AttachRequest& request, std::string& why);
     void queue_list();
-    void queue_read(const protocol::ReadRequest& request);
-    void queue_wait(const protocol::WaitRequest& request);
-    void queue_kill(const protocol::KillRequest& request);
-    // SEND: input for session `id` without attaching; at most kMaxIoPayloadSize bytes.
-    void queue_send(const std::string& id, std::span<const std::uint8_t> bytes);
+    bool queue_read(const protocol::ReadRequest& request, std::string& why);
+    bool queue_wait(const protocol::WaitRequest& request, std::string& why);
+    bool queue_kill(const protocol::KillRequest& request, std::string& why);
+    // SEND: input for session `id` without attaching; 1 to kMaxIoPayloadSize bytes.
+    bool queue_send(const std::string& id, std::span<const std::uint8_t> bytes, std::string& why);
     // DETACH: leave the session this connection started or attached to; it goes on.
     void queue_detach();
 
@@ -80,6 +85,7 @@ public:
     void queue_input(std::span<const std::uint8_t> bytes);
     void queue_input(std::string_view bytes);
     void queue_resize(protocol::WindowSize size);
+    // `request.signal` must be 1..64 (std::invalid_argument otherwise).
     void queue_signal(protocol::SignalRequest request);
     void queue_stop();
 
@@ -90,12 +96,13 @@ public:
     [[nodiscard]] bool wants_write() const { return !outgoing_.empty(); }
     [[nodiscard]] std::size_t pending_output_bytes() const { return outgoing_.size(); }
     [[nodiscard]] bool output_full() const { return outgoing_.size() >= kOutgoingLimit; }
+    // 0, or the negative errno of the write that failed.
     [[nodiscard]] int write_error() const { return write_error_; }
 
-    // Reads once from the socket (non-blocking) and returns the events it completed; empty
-    // when nothing new arrived. After a Closed or ProtocolViolation event, returns nothing.
-    // Throws ClientError on a read error other than a reset connection.
-    std::vector<Event> read_events();
+    // Reads once from the socket (non-blocking) and sets `events` to the events it completed;
+    // empty when nothing new arrived, and after a Closed or ProtocolViolation event. False
+    // with `why` on a read error other than a reset connection.
+    bool read_events(std::vector<Event>& events, std::string& why);
 
     // True once Closed or ProtocolViolation has been reported.
     [[nodiscard]] bool finished() const { return finished_; }
@@ -105,7 +112,7 @@ private:
 
     void require_session(const char* what) const;
     void queue_frame(protocol::FrameType type, std::string_view payload);
-    void send_start(const std::string& payload, int directory_fd);
+    bool send_start(const std::string& payload, int directory_fd, std::string& why);
     void handle_frame(protocol::Frame& frame, std::vector<Event>& events);
     void handle_reply(protocol::Frame& frame, std::vector<Event>& events);
     void queue_request(protocol::FrameType type, std::string_view payload);

@@ -77,8 +77,10 @@ struct Error {
     bool operator==(const Error&) const = default;
 };
 
-// STATUS: the daemon's JSON report, verbatim.
+// STATUS: the daemon's report, decoded, and its JSON verbatim (members a newer daemon added
+// are only in the latter).
 struct Status {
+    protocol::StatusReply reply;
     std::string json;
     bool operator==(const Status&) const = default;
 };

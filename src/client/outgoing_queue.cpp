@@ -36,7 +36,7 @@ OutgoingQueue::FlushResult OutgoingQueue::flush(int socket) {
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return {false, 0};
-            return {false, errno};
+            return {false, -errno};
         }
         consume(static_cast<std::size_t>(n));
     }

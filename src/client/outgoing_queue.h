@@ -19,7 +19,7 @@ public:
     // Result of one attempt to write the queue to a socket.
     struct FlushResult {
         bool drained = false;  // nothing is left to write
-        int error = 0;         // errno of a failed send (never EAGAIN or EINTR)
+        int error = 0;         // 0, or the negative errno of a failed send (never EAGAIN or EINTR)
     };
     // Writes as much as `socket` takes without blocking (MSG_DONTWAIT, MSG_NOSIGNAL).
     FlushResult flush(int socket);

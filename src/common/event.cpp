@@ -40,12 +40,16 @@ int on_defer(sd_event_source*, void* userdata) {
     return run_handler([&] { (*static_cast<TimerHandler*>(userdata))(); });
 }
 
-// Hands ownership of `fn` to the source: sd-event destroys it with the source.
+// Hands ownership of `fn` to the source: sd-event destroys it with the source. On failure
+// the source is gone and `fn` with it.
 template <class F>
 int adopt(sd_event_source* s, EventSource& out, F* fn) {
-    sd_event_source_set_userdata(s, fn);
-    sd_event_source_set_destroy_callback(s, destroy_handler<F>);
-    out.reset(s);
+    EventSource source(s);
+    if (const int r = sd_event_source_set_destroy_callback(s, destroy_handler<F>); r < 0) {
+        delete fn;
+        return r;
+    }
+    out = std::move(source);
     return 0;
 }
 
@@ -76,12 +80,13 @@ int add_timer(sd_event* e, EventSource& out, std::uint64_t after_usec, TimerHand
 int add_defer(sd_event* e, EventSource& out, TimerHandler handler) {
     auto* fn = new TimerHandler(std::move(handler));
     sd_event_source* s = nullptr;
-    const int r = sd_event_add_defer(e, &s, on_defer, fn);
+    int r = sd_event_add_defer(e, &s, on_defer, fn);
+    if (r >= 0) r = sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
     if (r < 0) {
+        sd_event_source_unref(s);  // before adopt(), no destroy callback deletes `fn`
         delete fn;
         return r;
     }
-    sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
     return adopt(s, out, fn);
 }
 
@@ -96,14 +101,11 @@ int rearm_timer(sd_event* e, EventSource& timer, std::uint64_t after_usec, Timer
     return sd_event_source_set_enabled(timer.get(), SD_EVENT_ONESHOT);
 }
 
-void set_io_events(EventSource& source, std::uint32_t events) {
-    if (!source) return;
-    if (events == 0) {
-        sd_event_source_set_enabled(source.get(), SD_EVENT_OFF);
-        return;
-    }
-    sd_event_source_set_io_events(source.get(), events);
-    sd_event_source_set_enabled(source.get(), SD_EVENT_ON);
+int set_io_events(EventSource& source, std::uint32_t events) {
+    if (!source) return 0;
+    if (events == 0) return sd_event_source_set_enabled(source.get(), SD_EVENT_OFF);
+    if (const int r = sd_event_source_set_io_events(source.get(), events); r < 0) return r;
+    return sd_event_source_set_enabled(source.get(), SD_EVENT_ON);
 }
 
 }  // namespace ptyvisor

@@ -37,23 +37,26 @@ inline std::uint64_t to_usec(std::chrono::duration<double> d) {
 }
 
 // Adds an io source whose callback is a std::function; the function lives as long as the
-// source. Returns a negative errno on failure.
+// source. Returns 0 or a negative errno (docs/architecture.md, "Error conventions"); on
+// failure `out` is untouched.
 using IoHandler = std::function<void(std::uint32_t revents)>;
 int add_io(sd_event* e, EventSource& out, int fd, std::uint32_t events, IoHandler handler);
 
-// A one-shot monotonic timer `after` microseconds from now.
+// A one-shot monotonic timer `after` microseconds from now. Returns 0 or a negative errno.
 using TimerHandler = std::function<void()>;
 int add_timer(sd_event* e, EventSource& out, std::uint64_t after_usec, TimerHandler handler);
 
 // A "defer" source: runs once on the next loop iteration (used so that callbacks are never
-// invoked from inside the call that registered them).
+// invoked from inside the call that registered them). Returns 0 or a negative errno.
 int add_defer(sd_event* e, EventSource& out, TimerHandler handler);
 
 }  // namespace ptyvisor
 
 namespace ptyvisor {
-// Arms `timer` to fire once, `after_usec` from now, creating it on first use.
+// Arms `timer` to fire once, `after_usec` from now, creating it on first use. Returns 0 or a
+// negative errno.
 int rearm_timer(sd_event* e, EventSource& timer, std::uint64_t after_usec, TimerHandler handler);
-// Sets an io source's events; 0 disables it.
-void set_io_events(EventSource& source, std::uint32_t events);
+// Sets an io source's events; 0 disables it. Returns 0 or a negative errno (a source that
+// cannot be enabled stays as it was).
+int set_io_events(EventSource& source, std::uint32_t events);
 }  // namespace ptyvisor

@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <span>
 #include <vector>
 
 namespace ptyvisor {
@@ -25,11 +27,7 @@ bool stderr_is_journal() {
     return journal;
 }
 
-}  // namespace
-
-void set_log_level(LogLevel max_level) { g_max_level = max_level; }
-
-void log_message(LogLevel level, std::string_view message, std::initializer_list<LogField> fields) {
+void write_log(LogLevel level, std::string_view message, std::span<const LogField> fields) {
     if (static_cast<int>(level) > static_cast<int>(g_max_level)) return;
     if (stderr_is_journal()) {
         std::vector<std::string> items;
@@ -50,6 +48,23 @@ void log_message(LogLevel level, std::string_view message, std::initializer_list
         if (static_cast<unsigned char>(c) < 0x20) c = ' ';
     line += '\n';
     [[maybe_unused]] const auto n = ::write(STDERR_FILENO, line.data(), line.size());
+}
+
+}  // namespace
+
+void set_log_level(LogLevel max_level) { g_max_level = max_level; }
+
+void log_message(LogLevel level, std::string_view message, std::initializer_list<LogField> fields) {
+    write_log(level, message, std::span<const LogField>(fields.begin(), fields.size()));
+}
+
+int log_error_errno(int error, std::string_view message, std::initializer_list<LogField> fields) {
+    std::vector<LogField> all;
+    all.reserve(fields.size() + 1);
+    all.emplace_back("ERROR", std::strerror(error < 0 ? -error : error));
+    all.insert(all.end(), fields.begin(), fields.end());
+    write_log(LogLevel::Error, message, all);
+    return error;
 }
 
 }  // namespace ptyvisor

@@ -23,4 +23,9 @@ inline void log_notice(std::string_view m, std::initializer_list<LogField> f = {
 inline void log_info(std::string_view m, std::initializer_list<LogField> f = {}) { log_message(LogLevel::Info, m, f); }
 inline void log_debug(std::string_view m, std::initializer_list<LogField> f = {}) { log_message(LogLevel::Debug, m, f); }
 
+// Logs `message` at error level with ERROR=strerror(-error), then `fields`, and returns
+// `error`, a negative errno: a failure is logged and passed up in one statement, as with
+// systemd's log_error_errno().
+int log_error_errno(int error, std::string_view message, std::initializer_list<LogField> fields = {});
+
 }  // namespace ptyvisor

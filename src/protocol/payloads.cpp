@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <utility>
 
 namespace ptyvisor::protocol {
@@ -14,35 +16,41 @@ using nlohmann::json;
 // parser reports a container's start at its own depth: the top object at 0, a member's
 // array at 1, so a container that starts at depth 2 is one nested too deep ({"x":[[]]}).
 constexpr int kMaxContainerDepth = 1;
+// STATUS nests once more: the objects in "sessions", and "rejected" in "counters".
+constexpr int kMaxStatusContainerDepth = 2;
 
-// Parses `text` as a flat JSON object (see above); nullopt with `why` otherwise.
-std::optional<json> parse_object(std::string_view text, std::string& why) {
+// Parses `text` as a JSON object whose containers start no deeper than `max_depth` (see
+// above). False with `why` otherwise; the depth is checked while parsing, so a deep input
+// costs no stack.
+bool parse_object(std::string_view text, int max_depth, json& out, std::string& why) {
     bool too_deep = false;
-    json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t event, json&) {
+    json::parser_callback_t limit_depth = [&too_deep, max_depth](int depth, json::parse_event_t event, json&) {
         const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-        if (opens && depth > kMaxContainerDepth) too_deep = true;
+        if (opens && depth > max_depth) too_deep = true;
         return !too_deep;
     };
     json value = json::parse(text.begin(), text.end(), limit_depth, /*allow_exceptions=*/false);
     if (too_deep) {
         why = "payload nests too deeply";
-        return std::nullopt;
+        return false;
     }
     if (value.is_discarded()) {
         why = "payload is not valid JSON";
-        return std::nullopt;
+        return false;
     }
     if (!value.is_object()) {
         why = "payload is not a JSON object";
-        return std::nullopt;
+        return false;
     }
-    return value;
+    out = std::move(value);
+    return true;
 }
 
 // Reads member `key` as an unsigned integer in [lo, hi].
 bool get_uint(const json& o, const char* key, std::uint64_t lo, std::uint64_t hi,
-              std::uint64_t& out, std::string& why) {
+              std::uint64_t& out, std::string& why, bool required = true) {
     const auto it = o.find(key);
+    if (it == o.end() && !required) return true;
     if (it == o.end() || !it->is_number_unsigned()) {
         why = std::string("'") + key + "' must be an unsigned integer";
         return false;
@@ -96,14 +104,25 @@ bool get_string(const json& o, const char* key, std::size_t max_len, std::string
     return true;
 }
 
-bool get_bool(const json& o, const char* key, bool& out, std::string& why) {
+bool get_bool(const json& o, const char* key, bool& out, std::string& why, bool required = true) {
     const auto it = o.find(key);
+    if (it == o.end() && !required) return true;
     if (it == o.end() || !it->is_boolean()) {
         why = std::string("'") + key + "' must be a boolean";
         return false;
     }
     out = it->get<bool>();
     return true;
+}
+
+// Member `key` as a JSON object or array; nullptr with `why` when it is missing or not one.
+const json* get_container(const json& o, const char* key, bool array, std::string& why) {
+    const auto it = o.find(key);
+    if (it == o.end() || (array ? !it->is_array() : !it->is_object())) {
+        why = std::string("'") + key + (array ? "' must be an array" : "' must be an object");
+        return nullptr;
+    }
+    return &*it;
 }
 
 bool get_string_array(const json& o, const char* key, std::size_t max_count,
@@ -159,6 +178,160 @@ constexpr std::array<std::pair<ExitReason, std::string_view>, 10> kReasons{{
 std::string dump(const json& j) {
     // Replace invalid UTF-8 rather than throw: a message may quote hostile bytes.
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The length of the valid UTF-8 sequence at the start of `text`, or 0 (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF).
+std::size_t utf8_sequence_length(std::string_view text) {
+    const auto b0 = static_cast<std::uint8_t>(text[0]);
+    if (b0 < 0x80) return 1;
+    std::size_t len = 0;
+    std::uint8_t lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+        len = 2;
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        len = 3;
+        if (b0 == 0xE0) lo = 0xA0;
+        if (b0 == 0xED) hi = 0x9F;
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        len = 4;
+        if (b0 == 0xF0) lo = 0x90;
+        if (b0 == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (text.size() < len) return 0;
+    const auto b1 = static_cast<std::uint8_t>(text[1]);
+    if (b1 < lo || b1 > hi) return 0;
+    for (std::size_t k = 2; k < len; ++k)
+        if ((static_cast<std::uint8_t>(text[k]) & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+// `text` with NUL and each byte that starts no valid UTF-8 sequence replaced by U+FFFD: what
+// the JSON encoder would otherwise do after the text had been measured against its bound,
+// and what no decoder accepts.
+std::string valid_text(std::string_view text) {
+    static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+    std::string out;
+    out.reserve(text.size());
+    while (!text.empty()) {
+        const std::size_t n = text.front() == '\0' ? 0 : utf8_sequence_length(text);
+        if (n == 0) {
+            out += kReplacement;
+            text.remove_prefix(1);
+        } else {
+            out.append(text.substr(0, n));
+            text.remove_prefix(n);
+        }
+    }
+    return out;
+}
+
+// A STATUS string: valid, then cut to `max_bytes` at a character boundary.
+std::string status_text(std::string_view text, std::size_t max_bytes) {
+    return bounded_text(valid_text(text), max_bytes);
+}
+
+json status_session(const StatusReply::Session& s) {
+    // Clamped into the ranges decode_status() accepts; a daemon never needs the clamp.
+    json j{{"unit", status_text(s.unit, kMaxStatusUnitBytes)},
+                {"pid", std::clamp<std::int64_t>(s.pid, 0, INT32_MAX)},
+                {"peer_pid", std::clamp<std::int64_t>(s.peer_pid, 0, INT32_MAX)},
+                {"started_at", std::max<std::int64_t>(s.started_at, 0)},
+                {"bytes_in", s.bytes_in},
+                {"bytes_out", s.bytes_out},
+                {"argv0", status_text(s.argv0, kMaxStatusArgv0Bytes)}};
+    if (!s.id.empty()) {  // version 2's members, only where there is a session id to say them of
+        j["id"] = status_text(s.id, 32);
+        j["clients"] = s.clients;
+        j["detached"] = s.detached;
+    }
+    return j;
+}
+
+json status_counters(const StatusReply::Counters& c) {
+    json rejected = json::object();
+    for (const auto& [code, count] : c.rejected) {
+        if (rejected.size() == kMaxStatusRejectedCodes) break;
+        rejected[status_text(code, kMaxStatusNameBytes)] = count;
+    }
+    return json{{"accepted", c.accepted},
+                {"rejected", std::move(rejected)},
+                {"rate_limited", c.rate_limited},
+                {"handshake_timeouts", c.handshake_timeouts},
+                {"evicted", c.evicted}};
+}
+
+bool get_status_session(const json& o, StatusReply::Session& s, std::string& why) {
+    return get_string(o, "unit", kMaxStatusUnitBytes, s.unit, why) &&
+           get_int(o, "pid", 0, INT32_MAX, s.pid, why) &&
+           get_int(o, "peer_pid", 0, INT32_MAX, s.peer_pid, why) &&
+           get_int(o, "started_at", 0, INT64_MAX, s.started_at, why) &&
+           get_uint(o, "bytes_in", 0, UINT64_MAX, s.bytes_in, why) &&
+           get_uint(o, "bytes_out", 0, UINT64_MAX, s.bytes_out, why) &&
+           get_string(o, "argv0", kMaxStatusArgv0Bytes, s.argv0, why) &&
+           // Since protocol version 2; absent from older daemons.
+           get_string(o, "id", 32, s.id, why, /*required=*/false) &&
+           get_uint(o, "clients", 0, UINT32_MAX, s.clients, why, /*required=*/false) &&
+           get_bool(o, "detached", s.detached, why, /*required=*/false);
+}
+
+bool get_status_sessions(const json& o, std::vector<StatusReply::Session>& out, std::string& why) {
+    const json* sessions = get_container(o, "sessions", /*array=*/true, why);
+    if (!sessions) return false;
+    if (sessions->size() > kMaxStatusSessions) {
+        why = "'sessions' has too many entries";
+        return false;
+    }
+    out.reserve(sessions->size());
+    for (const json& entry : *sessions) {
+        StatusReply::Session s;
+        if (!entry.is_object()) {
+            why = "'sessions' entry " + std::to_string(out.size()) + " is not an object";
+            return false;
+        }
+        if (!get_status_session(entry, s, why)) {
+            why = "'sessions' entry " + std::to_string(out.size()) + ": " + why;
+            return false;
+        }
+        out.push_back(std::move(s));
+    }
+    return true;
+}
+
+bool get_rejected(const json& counters, std::map<std::string, std::uint64_t>& out, std::string& why) {
+    const json* rejected = get_container(counters, "rejected", /*array=*/false, why);
+    if (!rejected) return false;
+    if (rejected->size() > kMaxStatusRejectedCodes) {
+        why = "'rejected' has too many entries";
+        return false;
+    }
+    for (auto it = rejected->begin(); it != rejected->end(); ++it) {
+        const std::string& code = it.key();
+        if (code.empty() || code.size() > kMaxStatusNameBytes || code.find('\0') != std::string::npos) {
+            why = "'rejected' has a member name that is not an error code";
+            return false;
+        }
+        if (!it->is_number_unsigned()) {
+            why = "'rejected' counts must be unsigned integers";
+            return false;
+        }
+        out[code] = it->get<std::uint64_t>();
+    }
+    return true;
+}
+
+bool get_status_counters(const json& o, StatusReply::Counters& c, std::string& why) {
+    const json* counters = get_container(o, "counters", /*array=*/false, why);
+    if (!counters) return false;
+    if (get_uint(*counters, "accepted", 0, UINT64_MAX, c.accepted, why) &&
+        get_uint(*counters, "rate_limited", 0, UINT64_MAX, c.rate_limited, why) &&
+        get_uint(*counters, "handshake_timeouts", 0, UINT64_MAX, c.handshake_timeouts, why) &&
+        get_uint(*counters, "evicted", 0, UINT64_MAX, c.evicted, why) && get_rejected(*counters, c.rejected, why))
+        return true;
+    why = "'counters': " + why;
+    return false;
 }
 
 }  // namespace
@@ -246,18 +419,18 @@ std::string encode(const ErrorReply& v) {
 
 Decoded<StartRequest> decode_start(std::string_view text) {
     std::string why;
-    const auto o = parse_object(text, why);
-    if (!o) return Decoded<StartRequest>::fail(why);
+    json o;
+    if (!parse_object(text, kMaxContainerDepth, o, why)) return Decoded<StartRequest>::fail(why);
     StartRequest v;
     std::uint64_t dev = 0, ino = 0;
-    if (!get_string_array(*o, "argv", kMaxArgc, v.argv, why) ||
-        !get_string_array(*o, "env", kMaxEnvc, v.env, why) ||
-        !get_uint(*o, "cwd_dev", 0, UINT64_MAX, dev, why) ||
-        !get_uint(*o, "cwd_ino", 0, UINT64_MAX, ino, why) ||
-        !get_string(*o, "term", kMaxTermLength, v.term, why, /*required=*/false) ||
-        !get_window(*o, v.size, why))
+    if (!get_string_array(o, "argv", kMaxArgc, v.argv, why) ||
+        !get_string_array(o, "env", kMaxEnvc, v.env, why) ||
+        !get_uint(o, "cwd_dev", 0, UINT64_MAX, dev, why) ||
+        !get_uint(o, "cwd_ino", 0, UINT64_MAX, ino, why) ||
+        !get_string(o, "term", kMaxTermLength, v.term, why, /*required=*/false) ||
+        !get_window(o, v.size, why))
         return Decoded<StartRequest>::fail(why);
-    if (o->contains("detach") && !get_bool(*o, "detach", v.detach, why)) return Decoded<StartRequest>::fail(why);
+    if (!get_bool(o, "detach", v.detach, why, /*required=*/false)) return Decoded<StartRequest>::fail(why);
     if (v.argv.empty() || v.argv[0].empty())
         return Decoded<StartRequest>::fail("'argv' must name a command");
     for (const auto& e : v.env)
@@ -270,34 +443,34 @@ Decoded<StartRequest> decode_start(std::string_view text) {
 
 Decoded<Started> decode_started(std::string_view text) {
     std::string why;
-    const auto o = parse_object(text, why);
-    if (!o) return Decoded<Started>::fail(why);
+    json o;
+    if (!parse_object(text, kMaxContainerDepth, o, why)) return Decoded<Started>::fail(why);
     Started v;
-    if (!get_string(*o, "unit", 256, v.unit, why) ||
-        !get_int(*o, "pid", 0, INT32_MAX, v.pid, why) ||
-        !get_string(*o, "id", 32, v.id, why, /*required=*/false))
+    if (!get_string(o, "unit", 256, v.unit, why) ||
+        !get_int(o, "pid", 0, INT32_MAX, v.pid, why) ||
+        !get_string(o, "id", 32, v.id, why, /*required=*/false))
         return Decoded<Started>::fail(why);
     return {std::move(v), {}};
 }
 
 Decoded<WindowSize> decode_resize(std::string_view text) {
     std::string why;
-    const auto o = parse_object(text, why);
-    if (!o) return Decoded<WindowSize>::fail(why);
+    json o;
+    if (!parse_object(text, kMaxContainerDepth, o, why)) return Decoded<WindowSize>::fail(why);
     WindowSize v;
-    if (!get_window(*o, v, why)) return Decoded<WindowSize>::fail(why);
+    if (!get_window(o, v, why)) return Decoded<WindowSize>::fail(why);
     return {v, {}};
 }
 
 Decoded<SignalRequest> decode_signal(std::string_view text) {
     std::string why;
-    const auto o = parse_object(text, why);
-    if (!o) return Decoded<SignalRequest>::fail(why);
+    json o;
+    if (!parse_object(text, kMaxContainerDepth, o, why)) return Decoded<SignalRequest>::fail(why);
     SignalRequest v;
     std::int64_t sig = 0;
     std::string target = "foreground";
-    if (!get_int(*o, "signal", 1, 64, sig, why) ||
-        !get_string(*o, "target", 16, target, why, /*required=*/false))
+    if (!get_int(o, "signal", 1, 64, sig, why) ||
+        !get_string(o, "target", 16, target, why, /*required=*/false))
         return Decoded<SignalRequest>::fail(why);
     if (target == "foreground") {
         v.target = SignalTarget::Foreground;
@@ -312,23 +485,23 @@ Decoded<SignalRequest> decode_signal(std::string_view text) {
 
 Decoded<ExitStatus> decode_exit(std::string_view text) {
     std::string why;
-    const auto o = parse_object(text, why);
-    if (!o) return Decoded<ExitStatus>::fail(why);
+    json o;
+    if (!parse_object(text, kMaxContainerDepth, o, why)) return Decoded<ExitStatus>::fail(why);
     ExitStatus v;
     std::string status, reason;
-    if (!get_string(*o, "status", 16, status, why) || !get_string(*o, "reason", 32, reason, why) ||
-        !get_string(*o, "unit_result", 64, v.unit_result, why, /*required=*/false))
+    if (!get_string(o, "status", 16, status, why) || !get_string(o, "reason", 32, reason, why) ||
+        !get_string(o, "unit_result", 64, v.unit_result, why, /*required=*/false))
         return Decoded<ExitStatus>::fail(why);
     const auto r = exit_reason_from_string(reason);
     if (!r) return Decoded<ExitStatus>::fail("unknown 'reason'");
     v.reason = *r;
     std::int64_t n = 0;
     if (status == "exited") {
-        if (!get_int(*o, "code", 0, 255, n, why)) return Decoded<ExitStatus>::fail(why);
+        if (!get_int(o, "code", 0, 255, n, why)) return Decoded<ExitStatus>::fail(why);
         v.kind = ExitStatus::Kind::Exited;
         v.code = static_cast<int>(n);
     } else if (status == "signaled") {
-        if (!get_int(*o, "signal", 1, 64, n, why) || !get_bool(*o, "core_dumped", v.core_dumped, why))
+        if (!get_int(o, "signal", 1, 64, n, why) || !get_bool(o, "core_dumped", v.core_dumped, why))
             return Decoded<ExitStatus>::fail(why);
         v.kind = ExitStatus::Kind::Signaled;
         v.signal = static_cast<int>(n);
@@ -342,15 +515,46 @@ Decoded<ExitStatus> decode_exit(std::string_view text) {
 
 Decoded<ErrorReply> decode_error(std::string_view text) {
     std::string why;
-    const auto o = parse_object(text, why);
-    if (!o) return Decoded<ErrorReply>::fail(why);
+    json o;
+    if (!parse_object(text, kMaxContainerDepth, o, why)) return Decoded<ErrorReply>::fail(why);
     ErrorReply v;
     std::string code;
-    if (!get_string(*o, "code", 64, code, why) ||
-        !get_string(*o, "message", kMaxControlPayloadSize, v.message, why))
+    if (!get_string(o, "code", 64, code, why) ||
+        !get_string(o, "message", kMaxControlPayloadSize, v.message, why))
         return Decoded<ErrorReply>::fail(why);
     // An unknown code from a newer server still reads as an error.
     v.code = error_code_from_string(code).value_or(ErrorCode::Internal);
+    return {std::move(v), {}};
+}
+
+std::string encode(const StatusReply& v) {
+    json out{{"version", status_text(v.version, kMaxStatusNameBytes)},
+             {"backend", status_text(v.backend, kMaxStatusNameBytes)},
+             {"counters", status_counters(v.counters)}};
+    if (v.truncated) out["truncated"] = true;
+    if (v.sessions.size() <= kMaxStatusSessions) {
+        json sessions = json::array();
+        for (const auto& s : v.sessions) sessions.push_back(status_session(s));
+        out["sessions"] = std::move(sessions);
+        auto text = dump(out);
+        if (text.size() <= kMaxStatusPayloadSize) return text;
+    }
+    // What is left is a few kilobytes at most: names and counts, each bounded.
+    out["sessions"] = json::array();
+    out["truncated"] = true;
+    return dump(out);
+}
+
+Decoded<StatusReply> decode_status(std::string_view text) {
+    std::string why;
+    json o;
+    if (!parse_object(text, kMaxStatusContainerDepth, o, why)) return Decoded<StatusReply>::fail(why);
+    StatusReply v;
+    if (!get_string(o, "version", kMaxStatusNameBytes, v.version, why) ||
+        !get_string(o, "backend", kMaxStatusNameBytes, v.backend, why) ||
+        !get_status_sessions(o, v.sessions, why) || !get_status_counters(o, v.counters, why) ||
+        !get_bool(o, "truncated", v.truncated, why, /*required=*/false))
+        return Decoded<StatusReply>::fail(why);
     return {std::move(v), {}};
 }
 

@@ -1,12 +1,14 @@
-// Control payloads: the JSON bodies of START, STARTED, RESIZE, SIGNAL, EXIT and ERROR.
+// Payloads: the JSON bodies of START, STARTED, RESIZE, SIGNAL, EXIT, ERROR and STATUS.
 //
 // Decoders treat their input as hostile: they accept only a JSON object with the documented
-// members and types, reject unknown members' wrong types, check every number's range and
-// every count against a bound, and never throw. Encoders produce exactly what the decoders
-// accept.
+// members and types, reject unknown members' wrong types, check every number's range, every
+// length and count against a bound and nesting against a depth, and never throw. Encoders
+// produce exactly what the decoders accept. A decoder's Decoded<T> is the protocol's form of
+// the "false with why" convention (docs/architecture.md, "Error conventions").
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +30,13 @@ inline constexpr std::size_t kMaxErrorMessageBytes = 1024;
 // `text` cut to at most `max_bytes` bytes at a UTF-8 character boundary, with "..." in
 // place of what was cut. Bytes that are not UTF-8 are left for the JSON encoder to replace.
 std::string bounded_text(std::string_view text, std::size_t max_bytes);
+
+// STATUS (docs/protocol.md 5.7) bounds: each string, the session list and the refusal counts.
+inline constexpr std::size_t kMaxStatusNameBytes = 64;    // version, backend, error code names
+inline constexpr std::size_t kMaxStatusUnitBytes = 256;   // as in STARTED
+inline constexpr std::size_t kMaxStatusArgv0Bytes = 1024;
+inline constexpr std::size_t kMaxStatusSessions = 4096;   // more never fit kMaxStatusPayloadSize
+inline constexpr std::size_t kMaxStatusRejectedCodes = 64;
 
 // A decoder's answer: the value, or a human-readable reason it was refused.
 template <class T>
@@ -108,6 +117,41 @@ struct ErrorReply {
     bool operator==(const ErrorReply&) const = default;
 };
 
+// The daemon's report to root. Unlike the control payloads it nests: `sessions` is an array of
+// objects and `counters.rejected` an object, two levels below the top and no deeper.
+struct StatusReply {
+    struct Session {
+        std::string unit;             // at most kMaxStatusUnitBytes
+        std::int64_t pid = 0;         // the command's main PID, 0..INT32_MAX (0: not known yet)
+        std::int64_t peer_pid = 0;    // the client's PID, 0..INT32_MAX
+        std::int64_t started_at = 0;  // Unix time in seconds, >= 0
+        std::uint64_t bytes_in = 0;   // INPUT bytes received
+        std::uint64_t bytes_out = 0;  // OUTPUT bytes sent
+        std::string argv0;            // at most kMaxStatusArgv0Bytes
+        std::string id;               // the session's id (version 2 daemons)
+        std::uint64_t clients = 0;    // connections attached
+        bool detached = false;        // outlives its connection
+        bool operator==(const Session&) const = default;
+    };
+    struct Counters {
+        std::uint64_t accepted = 0;
+        std::uint64_t rate_limited = 0;
+        std::uint64_t handshake_timeouts = 0;
+        std::uint64_t evicted = 0;
+        // By error code name (at most kMaxStatusNameBytes), at most kMaxStatusRejectedCodes.
+        std::map<std::string, std::uint64_t> rejected;
+        bool operator==(const Counters&) const = default;
+    };
+
+    std::string version;  // at most kMaxStatusNameBytes, as the backend's name
+    std::string backend;
+    std::vector<Session> sessions;  // at most kMaxStatusSessions
+    Counters counters;
+    // The sessions did not fit in kMaxStatusPayloadSize and were left out (the list is empty).
+    bool truncated = false;
+    bool operator==(const StatusReply&) const = default;
+};
+
 std::string encode(const StartRequest& v);
 std::string encode(const Started& v);
 std::string encode(const WindowSize& v);
@@ -115,6 +159,9 @@ std::string encode(const SignalRequest& v);
 std::string encode(const ExitStatus& v);
 // Always within the ERROR bound (kMaxControlPayloadSize): the message is cut as needed.
 std::string encode(const ErrorReply& v);
+// Always within kMaxStatusPayloadSize: strings are cut to their bounds (invalid UTF-8 and NUL
+// replaced by U+FFFD first), and sessions that do not fit are left out, with `truncated`.
+std::string encode(const StatusReply& v);
 
 Decoded<StartRequest> decode_start(std::string_view json);
 Decoded<Started> decode_started(std::string_view json);
@@ -122,5 +169,6 @@ Decoded<WindowSize> decode_resize(std::string_view json);
 Decoded<SignalRequest> decode_signal(std::string_view json);
 Decoded<ExitStatus> decode_exit(std::string_view json);
 Decoded<ErrorReply> decode_error(std::string_view json);
+Decoded<StatusReply> decode_status(std::string_view json);
 
 }  // namespace ptyvisor::protocol

@@ -1,10 +1,11 @@
-// Control payloads: every encoder's output decodes back to the same value, and every decoder
-// refuses hostile JSON (wrong types, missing members, out-of-range numbers, NUL bytes,
-// non-objects, deep nesting, invalid JSON, too many entries) without throwing.
+// Payloads: every encoder's output decodes back to the same value, and every decoder refuses
+// hostile JSON (wrong types, missing members, out-of-range numbers, NUL bytes, non-objects,
+// deep nesting, invalid JSON, too many entries, too long strings) without throwing.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ int accepted_by_any(std::string_view text) {
     n += decode_signal(text) ? 1 : 0;
     n += decode_exit(text) ? 1 : 0;
     n += decode_error(text) ? 1 : 0;
+    n += decode_status(text) ? 1 : 0;
     return n;
 }
 
@@ -552,6 +554,307 @@ TEST(PayloadReject, ContainersInsideArraysAreTooDeep) {
     }
     EXPECT_TRUE(decode_resize(R"({"rows":24,"cols":80,"x":[1,"a"]})")) << "an array of scalars is flat";
     EXPECT_TRUE(decode_resize(R"({"rows":24,"cols":80,"x":{"k":1}})")) << "so is an object of scalars";
+}
+
+// ---------------------------------------------------------------------------------------------
+// STATUS (protocol.md 5.7)
+
+StatusReply sample_status() {
+    StatusReply r;
+    r.version = "0.1.0";
+    r.backend = "systemd";
+    r.sessions.push_back({"ptyvisor-3f1c0e9a2b7d4c58a6e0f1d2c3b4a596.service", 4242, 1234, 1718000000, 512, 65536,
+                          "bash", {}, 0, false});
+    r.sessions.push_back({"ptyvisor-00000000000000000000000000000000.service", 0, 0, 0, 0, 0, "h\u00e9llo \"x\"", {}, 0, false});
+    r.counters = {57, 0, 2, 0, {{"busy", 1}, {"not_allowed", 3}}};
+    return r;
+}
+
+// The daemon's reply as it was before StatusReply existed (server.cpp built it with
+// nlohmann::json, whose objects keep their members in name order): an old client reads this.
+const std::string kSampleStatusJson =
+    R"({"backend":"systemd","counters":{"accepted":57,"evicted":0,"handshake_timeouts":2,"rate_limited":0,)"
+    R"("rejected":{"busy":1,"not_allowed":3}},"sessions":[{"argv0":"bash","bytes_in":512,"bytes_out":65536,)"
+    R"("peer_pid":1234,"pid":4242,"started_at":1718000000,)"
+    R"("unit":"ptyvisor-3f1c0e9a2b7d4c58a6e0f1d2c3b4a596.service"},{"argv0":"h)" "\xc3\xa9" R"(llo \"x\"","bytes_in":0,)"
+    R"("bytes_out":0,"peer_pid":0,"pid":0,"started_at":0,)"
+    R"("unit":"ptyvisor-00000000000000000000000000000000.service"}],"version":"0.1.0"})";
+
+TEST(PayloadRoundTrip, Status) {
+    const StatusReply r = sample_status();
+    const auto d = decode_status(encode(r));
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(*d.value, r);
+
+    StatusReply empty;
+    const auto e = decode_status(encode(empty));
+    ASSERT_TRUE(e) << e.error;
+    EXPECT_EQ(*e.value, empty);
+}
+
+TEST(PayloadRoundTrip, StatusExtremes) {
+    StatusReply r;
+    r.version = std::string(kMaxStatusNameBytes, 'v');
+    r.backend = std::string(kMaxStatusNameBytes, 'b');
+    constexpr auto kU64 = std::numeric_limits<std::uint64_t>::max();
+    r.sessions.push_back({std::string(kMaxStatusUnitBytes, 'u'), std::numeric_limits<std::int32_t>::max(),
+                          std::numeric_limits<std::int32_t>::max(), std::numeric_limits<std::int64_t>::max(), kU64,
+                          kU64, std::string(kMaxStatusArgv0Bytes, 'a'), {}, 0, false});
+    r.counters = {kU64, kU64, kU64, kU64, {}};
+    for (std::size_t i = 0; i < kMaxStatusRejectedCodes; ++i)
+        r.counters.rejected[std::string(kMaxStatusNameBytes - 3, 'c') + std::to_string(100 + i)] = kU64;
+    r.truncated = true;  // a list may say it is incomplete and still carry what it has
+    const auto d = decode_status(encode(r));
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(*d.value, r);
+}
+
+// The wire format is the one the daemon sent before STATUS had a struct of its own.
+TEST(PayloadStatus, WireFormatIsUnchanged) {
+    EXPECT_EQ(encode(sample_status()), kSampleStatusJson);
+    StatusReply truncated;
+    truncated.version = "0.1.0";
+    truncated.backend = "direct";
+    truncated.truncated = true;
+    EXPECT_EQ(encode(truncated),
+              R"({"backend":"direct","counters":{"accepted":0,"evicted":0,"handshake_timeouts":0,)"
+              R"("rate_limited":0,"rejected":{}},"sessions":[],"truncated":true,"version":"0.1.0"})");
+}
+
+TEST(PayloadStatus, EveryFieldIsRead) {
+    const auto d = decode_status(kSampleStatusJson);
+    ASSERT_TRUE(d) << d.error;
+    const StatusReply& r = *d.value;
+    EXPECT_EQ(r.version, "0.1.0");
+    EXPECT_EQ(r.backend, "systemd");
+    ASSERT_EQ(r.sessions.size(), 2u);
+    const auto& s = r.sessions[0];
+    EXPECT_EQ(s.unit, "ptyvisor-3f1c0e9a2b7d4c58a6e0f1d2c3b4a596.service");
+    EXPECT_EQ(s.pid, 4242);
+    EXPECT_EQ(s.peer_pid, 1234);
+    EXPECT_EQ(s.started_at, 1718000000);
+    EXPECT_EQ(s.bytes_in, 512u);
+    EXPECT_EQ(s.bytes_out, 65536u);
+    EXPECT_EQ(s.argv0, "bash");
+    EXPECT_EQ(r.sessions[1].argv0, "h\u00e9llo \"x\"");
+    EXPECT_EQ(r.counters.accepted, 57u);
+    EXPECT_EQ(r.counters.rate_limited, 0u);
+    EXPECT_EQ(r.counters.handshake_timeouts, 2u);
+    EXPECT_EQ(r.counters.evicted, 0u);
+    EXPECT_EQ(r.counters.rejected, (std::map<std::string, std::uint64_t>{{"busy", 1}, {"not_allowed", 3}}));
+    EXPECT_FALSE(r.truncated);
+    const auto t = decode_status(with(kSampleStatusJson, R"("version")", R"("truncated":true,"version")"));
+    ASSERT_TRUE(t) << t.error;
+    EXPECT_TRUE(t.value->truncated);
+}
+
+// Newer daemons may add members anywhere (within the depth bound); clients ignore them.
+TEST(PayloadStatus, UnknownMembersAreIgnored) {
+    std::string text = with(kSampleStatusJson, R"({"backend")", R"({"uptime":5,"load":[1,2],"x":{"y":1},"backend")");
+    text = with(text, R"({"argv0":"bash")", R"({"cgroup":"/x","argv0":"bash")");
+    text = with(text, R"({"accepted":57)", R"({"refused_fds":4,"by_peer":{"1":2},"accepted":57)");
+    const auto d = decode_status(text);
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(*d.value, sample_status());
+}
+
+TEST(PayloadReject, MissingMembersOfStatus) {
+    ASSERT_TRUE(decode_status(kSampleStatusJson));
+    const std::vector<std::pair<std::string_view, std::string_view>> top = {
+        {R"("backend":"systemd",)", "'backend' is missing"},
+        {R"(,"version":"0.1.0")", "'version' is missing"},
+        {R"("accepted":57,)", "'counters': 'accepted' must be an unsigned integer"},
+        {R"("evicted":0,)", "'counters': 'evicted' must be an unsigned integer"},
+        {R"("handshake_timeouts":2,)", "'counters': 'handshake_timeouts' must be an unsigned integer"},
+        {R"("rate_limited":0,)", "'counters': 'rate_limited' must be an unsigned integer"},
+        {R"(,"rejected":{"busy":1,"not_allowed":3})", "'counters': 'rejected' must be an object"},
+    };
+    for (const auto& [member, error] : top) EXPECT_EQ(decode_status(with(kSampleStatusJson, member, "")).error, error);
+    // Each member of the first session.
+    for (std::string_view member : {R"("argv0":"bash",)", R"("bytes_in":512,)", R"("bytes_out":65536,)",
+                                    R"("peer_pid":1234,)", R"("pid":4242,)", R"("started_at":1718000000,)",
+                                    R"(,"unit":"ptyvisor-3f1c0e9a2b7d4c58a6e0f1d2c3b4a596.service")"}) {
+        const auto d = decode_status(with(kSampleStatusJson, member, ""));
+        EXPECT_FALSE(d) << "without " << member;
+        EXPECT_EQ(d.error.rfind("'sessions' entry 0: '", 0), 0u) << d.error;
+    }
+    const std::string no_sessions = R"({"version":"1","backend":"b","counters":)"
+                                    R"({"accepted":0,"evicted":0,"handshake_timeouts":0,"rate_limited":0,"rejected":{}}})";
+    EXPECT_EQ(decode_status(no_sessions).error, "'sessions' must be an array");
+    EXPECT_EQ(decode_status(R"({"version":"1","backend":"b","sessions":[]})").error, "'counters' must be an object");
+    EXPECT_FALSE(decode_status("{}"));
+}
+
+TEST(PayloadReject, StatusWrongTypes) {
+    const std::vector<std::pair<std::string_view, std::string_view>> swaps = {
+        {R"("version":"0.1.0")", R"("version":1)"},
+        {R"("backend":"systemd")", R"("backend":null)"},
+        {R"("sessions":[)", R"("sessions":{"0":{}},"x":[)"},
+        {R"("sessions":[{"argv0":"bash")", R"("sessions":[1,{"argv0":"bash")"},
+        {R"("sessions":[{"argv0":"bash")", R"("sessions":[["bash"],{"argv0":"bash")"},
+        {R"("counters":{)", R"("counters":[],"c":{)"},
+        {R"("rejected":{"busy":1,)", R"("rejected":[1],"r":{"busy":1,)"},
+        {R"("busy":1)", R"("busy":"1")"},
+        {R"("busy":1)", R"("busy":-1)"},
+        {R"("busy":1)", R"("busy":1.0)"},
+        {R"("accepted":57)", R"("accepted":-57)"},
+        {R"("accepted":57)", R"("accepted":"57")"},
+        {R"("pid":4242)", R"("pid":"4242")"},
+        {R"("pid":4242)", R"("pid":4242.5)"},
+        {R"("argv0":"bash")", R"("argv0":["bash"])"},
+        {R"("unit":"ptyvisor-3f1c)", R"("unit":7,"u":"ptyvisor-3f1c)"},
+        {R"("bytes_in":512)", R"("bytes_in":-512)"},
+        {R"("bytes_out":65536)", R"("bytes_out":true)"},
+        {R"("version")", R"("truncated":"yes","version")"},
+        {R"("version")", R"("truncated":1,"version")"},
+    };
+    for (const auto& [from, to] : swaps) {
+        const auto d = decode_status(with(kSampleStatusJson, from, to));
+        EXPECT_FALSE(d) << to;
+        EXPECT_FALSE(d.error.empty()) << to;
+    }
+}
+
+TEST(PayloadReject, StatusRanges) {
+    const std::vector<std::pair<std::string_view, std::string_view>> swaps = {
+        {R"("pid":4242)", R"("pid":-1)"},
+        {R"("pid":4242)", R"("pid":2147483648)"},
+        {R"("peer_pid":1234)", R"("peer_pid":-1234)"},
+        {R"("peer_pid":1234)", R"("peer_pid":4294967296)"},
+        {R"("started_at":1718000000)", R"("started_at":-1)"},
+        {R"("started_at":1718000000)", R"("started_at":9223372036854775808)"},
+        {R"("bytes_in":512)", R"("bytes_in":18446744073709551616)"},
+    };
+    for (const auto& [from, to] : swaps) EXPECT_FALSE(decode_status(with(kSampleStatusJson, from, to))) << to;
+    EXPECT_TRUE(decode_status(with(kSampleStatusJson, R"("pid":4242)", R"("pid":2147483647)")));
+    EXPECT_TRUE(decode_status(with(kSampleStatusJson, R"("bytes_in":512)", R"("bytes_in":18446744073709551615)")));
+}
+
+// Every string, list and map has its bound; one past it is refused.
+TEST(PayloadReject, StatusLengthsAndCounts) {
+    const auto quoted = [](std::size_t n, char c) { return "\"" + std::string(n, c) + "\""; };
+    EXPECT_TRUE(decode_status(with(kSampleStatusJson, R"("0.1.0")", quoted(kMaxStatusNameBytes, 'v'))));
+    EXPECT_EQ(decode_status(with(kSampleStatusJson, R"("0.1.0")", quoted(kMaxStatusNameBytes + 1, 'v'))).error,
+              "'version' is too long");
+    EXPECT_FALSE(decode_status(with(kSampleStatusJson, R"("systemd")", quoted(kMaxStatusNameBytes + 1, 'b'))));
+    const std::string unit = R"("ptyvisor-3f1c0e9a2b7d4c58a6e0f1d2c3b4a596.service")";
+    EXPECT_TRUE(decode_status(with(kSampleStatusJson, unit, quoted(kMaxStatusUnitBytes, 'u'))));
+    EXPECT_EQ(decode_status(with(kSampleStatusJson, unit, quoted(kMaxStatusUnitBytes + 1, 'u'))).error,
+              "'sessions' entry 0: 'unit' is too long");
+    EXPECT_TRUE(decode_status(with(kSampleStatusJson, R"("bash")", quoted(kMaxStatusArgv0Bytes, 'a'))));
+    EXPECT_FALSE(decode_status(with(kSampleStatusJson, R"("bash")", quoted(kMaxStatusArgv0Bytes + 1, 'a'))));
+
+    // Error code names in "rejected": non-empty, bounded, at most kMaxStatusRejectedCodes.
+    EXPECT_FALSE(decode_status(with(kSampleStatusJson, R"("busy")", R"("")")));
+    EXPECT_TRUE(decode_status(with(kSampleStatusJson, R"("busy")", quoted(kMaxStatusNameBytes, 'c'))));
+    EXPECT_FALSE(decode_status(with(kSampleStatusJson, R"("busy")", quoted(kMaxStatusNameBytes + 1, 'c'))));
+    std::string codes;
+    for (std::size_t i = 0; i < kMaxStatusRejectedCodes; ++i) codes += "\"c" + std::to_string(i) + "\":1,";
+    codes.pop_back();
+    constexpr std::string_view kRejected = R"("busy":1,"not_allowed":3)";
+    const auto at_bound = decode_status(with(kSampleStatusJson, kRejected, codes));
+    ASSERT_TRUE(at_bound) << at_bound.error;
+    EXPECT_EQ(at_bound.value->counters.rejected.size(), kMaxStatusRejectedCodes);
+    EXPECT_EQ(decode_status(with(kSampleStatusJson, kRejected, codes + R"(,"one_more":1)")).error,
+              "'counters': 'rejected' has too many entries");
+
+    // Sessions: at most kMaxStatusSessions (the frame bound keeps real lists far below).
+    const std::string session = R"({"argv0":"","bytes_in":0,"bytes_out":0,"peer_pid":0,"pid":0,"started_at":0,"unit":""})";
+    std::string many;
+    for (std::size_t i = 0; i < kMaxStatusSessions; ++i) many += session + ",";
+    many.pop_back();
+    const std::string head = R"({"version":"v","backend":"b","counters":{"accepted":0,"evicted":0,)"
+                             R"("handshake_timeouts":0,"rate_limited":0,"rejected":{}},"sessions":[)";
+    const auto full = decode_status(head + many + "]}");
+    ASSERT_TRUE(full) << full.error;
+    EXPECT_EQ(full.value->sessions.size(), kMaxStatusSessions);
+    EXPECT_EQ(decode_status(head + many + "," + session + "]}").error, "'sessions' has too many entries");
+}
+
+TEST(PayloadReject, StatusNulBytes) {
+    EXPECT_FALSE(decode_status(with(kSampleStatusJson, R"("0.1.0")", R"("0.1\u0000")")));
+    EXPECT_FALSE(decode_status(with(kSampleStatusJson, R"("bash")", R"("ba\u0000sh")")));
+    EXPECT_FALSE(decode_status(with(kSampleStatusJson, R"("busy")", R"("bu\u0000sy")")));
+}
+
+// STATUS may nest two deep (sessions[] of objects, counters.rejected); deeper is refused,
+// whatever member carries it, and deep input costs no stack.
+TEST(PayloadReject, StatusNestingTooDeep) {
+    for (const auto& [from, to] : std::vector<std::pair<std::string_view, std::string_view>>{
+             {R"({"argv0":"bash")", R"({"tags":[[]],"argv0":"bash")"},
+             {R"({"argv0":"bash")", R"({"x":{"y":{}},"argv0":"bash")"},
+             {R"("busy":1)", R"("busy":{"n":1})"},
+             {R"("sessions":[)", R"("sessions":[[[]]],"s":[)"},
+             {R"({"backend")", R"({"x":{"y":{"z":{}}},"backend")"}}) {
+        EXPECT_EQ(decode_status(with(kSampleStatusJson, from, to)).error, "payload nests too deeply") << to;
+    }
+    const std::string deep = "{\"sessions\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+    EXPECT_EQ(decode_status(deep).error, "payload nests too deeply");
+}
+
+TEST(PayloadReject, StatusIsNoOtherPayloadAndNoOtherIsStatus) {
+    const std::string status = encode(sample_status());
+    EXPECT_EQ(accepted_by_any(status), 1);
+    for (const std::string& other : {encode(sample_start()), encode(Started{"u", 1, {}}), encode(WindowSize{}),
+                                     encode(SignalRequest{2, SignalTarget::Session}), encode(ExitStatus{}),
+                                     encode(ErrorReply{ErrorCode::Busy, "m"})})
+        EXPECT_FALSE(decode_status(other)) << other;
+}
+
+// encode() stays within the STATUS frame whatever it is given, and what it writes decodes.
+TEST(PayloadEncode, StatusAlwaysFitsItsFrame) {
+    StatusReply r = sample_status();
+    r.sessions.assign(3000, {std::string(kMaxStatusUnitBytes, 'u'), 1, 2, 3, 4, 5, std::string(2000, 'a'), {}, 0, false});
+    std::string text = encode(r);
+    EXPECT_LE(text.size(), kMaxStatusPayloadSize);
+    auto d = decode_status(text);
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_TRUE(d.value->truncated);
+    EXPECT_TRUE(d.value->sessions.empty());
+    EXPECT_EQ(d.value->counters, r.counters);
+
+    // More sessions than any decoder takes, however small: left out as well.
+    r.sessions.assign(kMaxStatusSessions + 1, StatusReply::Session{});
+    d = decode_status(encode(r));
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_TRUE(d.value->truncated);
+    EXPECT_TRUE(d.value->sessions.empty());
+
+    // As many as fit are all there.
+    r.sessions.assign(1000, {"u.service", 1, 2, 3, 4, 5, "bash", {}, 0, false});
+    text = encode(r);
+    EXPECT_LE(text.size(), kMaxStatusPayloadSize);
+    d = decode_status(text);
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_FALSE(d.value->truncated);
+    EXPECT_EQ(d.value->sessions.size(), 1000u);
+    EXPECT_NO_THROW((void)encode_frame(FrameType::Status, text));
+}
+
+// Strings are cut to their bounds at a character boundary, after invalid UTF-8 and NUL are
+// replaced (the JSON encoder's replacement would otherwise come after the cut); numbers out
+// of range are clamped. What comes out always decodes.
+TEST(PayloadEncode, StatusStringsAndNumbersAreMadeDecodable) {
+    StatusReply r;
+    r.version = std::string(100, 'v');
+    r.backend = "b\xff";
+    r.sessions.push_back({std::string(kMaxStatusUnitBytes, '\xff'), -5, std::int64_t{1} << 40, -1, 0, 0,
+                          std::string("a\0b", 3) + std::string(3000, '\xe2'), {}, 0, false});
+    r.counters.rejected[std::string(100, 'c')] = 1;
+    for (std::size_t i = 0; i < 2 * kMaxStatusRejectedCodes; ++i) r.counters.rejected["code" + std::to_string(i)] = i;
+    const auto d = decode_status(encode(r));
+    ASSERT_TRUE(d) << d.error;
+    const auto& s = d.value->sessions.at(0);
+    EXPECT_EQ(d.value->version, std::string(kMaxStatusNameBytes - 3, 'v') + "...");
+    EXPECT_EQ(d.value->backend, "b\xef\xbf\xbd");
+    EXPECT_LE(s.unit.size(), kMaxStatusUnitBytes);
+    EXPECT_EQ(s.unit.substr(0, 6), "\xef\xbf\xbd\xef\xbf\xbd");
+    EXPECT_EQ(s.pid, 0);
+    EXPECT_EQ(s.peer_pid, std::numeric_limits<std::int32_t>::max());
+    EXPECT_EQ(s.started_at, 0);
+    EXPECT_EQ(s.argv0.substr(0, 5), "a\xef\xbf\xbd" "b");
+    EXPECT_LE(s.argv0.size(), kMaxStatusArgv0Bytes);
+    EXPECT_EQ(d.value->counters.rejected.size(), kMaxStatusRejectedCodes);
 }
 
 }  // namespace

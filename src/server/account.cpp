@@ -3,21 +3,29 @@
 #include <grp.h>
 #include <pwd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 namespace ptyvisor::server {
 
-std::optional<backends::Account> resolve_account(const std::string& name, std::string& why) {
+bool resolve_account(const std::string& name, backends::Account& out, std::string& why) {
     std::vector<char> buf(16384);
     passwd pw{};
     passwd* found = nullptr;
-    if (::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found) {
+    const int e = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+    // getpwnam_r(3): some sources say "not found" with ENOENT or ESRCH rather than 0.
+    if (e != 0 && e != ENOENT && e != ESRCH) {
+        why = "cannot look up the account " + name + ": " + std::strerror(e);
+        return false;
+    }
+    if (!found) {
         why = "no such account: " + name;
-        return std::nullopt;
+        return false;
     }
     if (pw.pw_uid == 0) {
         why = "the agent's account must not be root";
-        return std::nullopt;
+        return false;
     }
     backends::Account a;
     a.name = name;
@@ -29,7 +37,8 @@ std::optional<backends::Account> resolve_account(const std::string& name, std::s
     a.groups.resize(static_cast<std::size_t>(n));
     while (::getgrouplist(name.c_str(), a.gid, a.groups.data(), &n) < 0) a.groups.resize(static_cast<std::size_t>(n));
     a.groups.resize(static_cast<std::size_t>(n));
-    return a;
+    out = std::move(a);
+    return true;
 }
 
 }  // namespace ptyvisor::server

@@ -50,6 +50,7 @@ public:
 
     void count_rejected(protocol::ErrorCode code);
     AdmissionCounters& counters() { return counters_; }
+    [[nodiscard]] const AdmissionCounters& counters() const { return counters_; }
 
 private:
     Limits limits_;

@@ -93,13 +93,18 @@ void run_thread(const std::shared_ptr<BlockingWorker::Shared>& s, bool& has_left
 
 }  // namespace
 
-BlockingWorker::BlockingWorker(sd_event* loop, Identity identity) : shared_(std::make_shared<Shared>()) {
+BlockingWorker::BlockingWorker(sd_event* loop, Identity identity) : loop_(loop), shared_(std::make_shared<Shared>()) {
     shared_->identity = std::move(identity);
-    shared_->eventfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    const int r = shared_->eventfd
-                      ? add_io(loop, source_, shared_->eventfd.get(), EPOLLIN, [this](std::uint32_t) { on_completions(); })
-                      : -errno;
-    if (r < 0) log_error("cannot watch the worker's completions", {{"ERROR", std::to_string(-r)}});
+}
+
+int BlockingWorker::init() {
+    UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!fd) return -errno;
+    const int r = add_io(loop_, source_, fd.get(), EPOLLIN, [this](std::uint32_t) { on_completions(); });
+    if (r < 0) return r;
+    std::lock_guard lock(shared_->mutex);  // threads write to it
+    shared_->eventfd = std::move(fd);
+    return 0;
 }
 
 BlockingWorker::~BlockingWorker() {

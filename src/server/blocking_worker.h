@@ -49,6 +49,10 @@ public:
     BlockingWorker(const BlockingWorker&) = delete;
     BlockingWorker& operator=(const BlockingWorker&) = delete;
 
+    // Watches for completions on the loop. Returns 0 or a negative errno; until it has
+    // succeeded, jobs run but no completion does.
+    int init();
+
     // Runs `work` on a worker thread, then `*done` on the loop unless its owner has let it go.
     // `work` must not throw and must touch nothing the loop uses.
     void submit(std::function<void()> work, std::weak_ptr<Completion> done = {});
@@ -67,6 +71,7 @@ public:
 private:
     void on_completions();
 
+    sd_event* loop_;
     std::shared_ptr<Shared> shared_;
     EventSource source_;
     // The threads started, each with its flag "has left run_thread()" (set under Shared's

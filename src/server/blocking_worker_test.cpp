@@ -37,6 +37,7 @@ protected:
 
 TEST_F(BlockingWorkerTest, AJobThatBlocksDelaysNoOther) {
     BlockingWorker worker(event_, {::getuid(), ::getgid(), {}});
+    ASSERT_EQ(worker.init(), 0);
     int gate[2];
     ASSERT_EQ(::pipe2(gate, O_CLOEXEC), 0);
     UniqueFd gate_read(gate[0]), gate_write(gate[1]);
@@ -60,6 +61,7 @@ TEST_F(BlockingWorkerTest, AJobThatBlocksDelaysNoOther) {
 
 TEST_F(BlockingWorkerTest, DisposedDescriptorsAreClosedBeforeTheCompletion) {
     BlockingWorker worker(event_, {::getuid(), ::getgid(), {}});
+    ASSERT_EQ(worker.init(), 0);
     int p[2];
     ASSERT_EQ(::pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
     UniqueFd read_end(p[0]);
@@ -75,6 +77,7 @@ TEST_F(BlockingWorkerTest, DisposedDescriptorsAreClosedBeforeTheCompletion) {
 
 TEST_F(BlockingWorkerTest, ACompletionWhoseOwnerLetGoDoesNotRun) {
     BlockingWorker worker(event_, {::getuid(), ::getgid(), {}});
+    ASSERT_EQ(worker.init(), 0);
     bool ran = false;
     auto dropped = std::make_shared<Completion>([&] { ran = true; });
     bool later = false;
@@ -94,6 +97,7 @@ TEST_F(BlockingWorkerTest, JobsSeeTheFileSystemAsTheAgent) {
     const std::string secret = std::string(tmpl) + "/tool";
     UniqueFd(::open(secret.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0755));
     BlockingWorker worker(event_, {65534, 65534, {65534}});
+    ASSERT_EQ(worker.init(), 0);
     std::atomic<int> error{-1};
     bool done = false;
     auto completion = std::make_shared<Completion>([&] { done = true; });

@@ -2,8 +2,8 @@
 
 #include <toml++/toml.h>
 
-#include <regex>
 #include <sstream>
+#include <string_view>
 
 namespace ptyvisor::server {
 namespace {
@@ -18,7 +18,9 @@ class Reader {
 public:
     Reader(const std::string& path, const toml::table& root) : path_(path), root_(root) {}
 
-    std::optional<std::string> error;
+    // The first failure only: the rest often follow from it.
+    bool failed = false;
+    std::string why;
 
     void string(const toml::table& t, const char* key, std::string& out) {
         if (const auto* node = t.get(key)) {
@@ -62,8 +64,10 @@ public:
         out = std::chrono::duration<double>(*v);
     }
 
-    void fail(const toml::node& node, const std::string& why) {
-        if (!error) error = path_ + ": " + where(node.source()) + ": " + why;
+    void fail(const toml::node& node, const std::string& what) {
+        if (failed) return;
+        failed = true;
+        why = path_ + ": " + where(node.source()) + ": " + what;
     }
 
     // Unknown keys are refused: a typo must not silently fall back to a default.
@@ -92,16 +96,47 @@ const toml::table* subtable(Reader& r, const toml::table& t, const char* key) {
     return node->as_table();
 }
 
+bool is_unit_prefix_char(char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
+}
+
+// 1-31 characters of [A-Za-z0-9_.-], not starting with '.' or '-'.
+bool is_unit_prefix(std::string_view p) {
+    if (p.empty() || p.size() > 31 || p.front() == '.' || p.front() == '-') return false;
+    for (const char c : p)
+        if (!is_unit_prefix_char(c)) return false;
+    return true;
+}
+
+// "NAME.service", NAME non-empty and of the characters unit names (escaped) are made of.
+bool is_service_unit_name(std::string_view u) {
+    constexpr std::string_view kSuffix = ".service";
+    if (u.size() <= kSuffix.size() || !u.ends_with(kSuffix)) return false;
+    for (const char c : u.substr(0, u.size() - kSuffix.size()))
+        if (!is_unit_prefix_char(c) && c != ':' && c != '\\' && c != '@') return false;
+    return true;
+}
+
+// toml++ (the packaged, compiled library) reports by exception; this is the one call that
+// can throw it, and it becomes `why` here.
+bool parse_toml_file(const std::string& path, toml::table& out, std::string& why) {
+    try {
+        out = toml::parse_file(path);
+        return true;
+    } catch (const toml::parse_error& e) {
+        why = path + ": ";
+        if (e.source().begin) why += where(e.source()) + ": ";
+        why += e.description();
+        return false;
+    }
+}
+
 }  // namespace
 
-std::optional<std::string> load_config_file(const std::string& path, Config& c) {
+bool load_config_file(const std::string& path, Config& c, std::string& why) {
     toml::table root;
-    try {
-        root = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-        if (!e.source().begin) return path + ": " + std::string(e.description());
-        return path + ": " + where(e.source()) + ": " + std::string(e.description());
-    }
+    if (!parse_toml_file(path, root, why)) return false;
     Reader r(path, root);
     r.only(root, {"user", "socket", "backend", "allow_units", "unit_prefix", "state_directory",
                   "observer_group", "limits", "timeouts", "session"});
@@ -150,29 +185,38 @@ std::optional<std::string> load_config_file(const std::string& path, Config& c) 
             }
         }
     }
-    return r.error;
+    if (r.failed) why = r.why;
+    return !r.failed;
 }
 
-std::optional<std::string> validate(const Config& c) {
-    if (c.user.empty()) return "no account configured: set 'user' in the file or pass --user";
+namespace {
+
+bool refuse(std::string& why, std::string message) {
+    why = std::move(message);
+    return false;
+}
+
+}  // namespace
+
+bool validate(const Config& c, std::string& why) {
+    if (c.user.empty()) return refuse(why, "no account configured: set 'user' in the file or pass --user");
     if (c.backend != "auto" && c.backend != "systemd" && c.backend != "direct")
-        return "backend must be auto, systemd or direct, not '" + c.backend + "'";
-    if (c.socket.empty() || c.socket.front() != '/') return "socket must be an absolute path";
-    if (c.socket.size() >= 108) return "socket path is too long for a Unix socket";
+        return refuse(why, "backend must be auto, systemd or direct, not '" + c.backend + "'");
+    if (c.socket.empty() || c.socket.front() != '/') return refuse(why, "socket must be an absolute path");
+    if (c.socket.size() >= 108) return refuse(why, "socket path is too long for a Unix socket");
     if (c.state_directory.empty() || c.state_directory.front() != '/')
-        return "state_directory must be an absolute path";
+        return refuse(why, "state_directory must be an absolute path");
     if (c.limits.output_log_bytes < c.limits.output_buffer_bytes + 65536)
-        return "output_log_bytes must exceed output_buffer_bytes by 64 KiB at least: a bound session's client lags "
-               "behind by at most output_buffer_bytes, and the log must still hold what it has not read";
-    static const std::regex prefix("[A-Za-z0-9_]([A-Za-z0-9_.-]{0,30})");
-    if (!std::regex_match(c.unit_prefix, prefix))
-        return "unit_prefix must be 1-31 characters of [A-Za-z0-9_.-]";
-    static const std::regex unit("[A-Za-z0-9:_.\\\\@-]+\\.service");
+        return refuse(why, "output_log_bytes must exceed output_buffer_bytes by 64 KiB at least: a bound session's "
+                           "client lags behind by at most output_buffer_bytes, and the log must still hold what it "
+                           "has not read");
+    if (!is_unit_prefix(c.unit_prefix))
+        return refuse(why, "unit_prefix must be 1-31 characters of [A-Za-z0-9_.-], not starting with '.' or '-'");
     for (const auto& u : c.allow_units)
-        if (!std::regex_match(u, unit)) return "allow_units entry '" + u + "' is not a service unit name";
+        if (!is_service_unit_name(u)) return refuse(why, "allow_units entry '" + u + "' is not a service unit name");
     if (c.limits.max_unauthenticated_per_peer > c.limits.max_unauthenticated)
-        return "max_unauthenticated_per_peer must not exceed max_unauthenticated";
-    return std::nullopt;
+        return refuse(why, "max_unauthenticated_per_peer must not exceed max_unauthenticated");
+    return true;
 }
 
 }  // namespace ptyvisor::server

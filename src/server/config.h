@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,10 +46,14 @@ struct Config {
     std::map<std::string, std::string> session_properties;
 };
 
-// Reads `path` over `config`. On error returns a message naming the file, line and reason.
-std::optional<std::string> load_config_file(const std::string& path, Config& config);
+// Errors follow docs/architecture.md, "Error conventions": false with a message for the
+// person who wrote the file in `why`.
 
-// Checks values that no single key can check alone. Returns an error message or nullopt.
-std::optional<std::string> validate(const Config& config);
+// Reads `path` over `config`. False with `why` naming the file, line and reason; `config`
+// may then hold some of the file's values.
+bool load_config_file(const std::string& path, Config& config, std::string& why);
+
+// Checks what no single key can check alone, and the forms of names. False with `why`.
+bool validate(const Config& config, std::string& why);
 
 }  // namespace ptyvisor::server

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <string>
+#include <vector>
 
 namespace ptyvisor::server {
 namespace {
@@ -36,7 +38,8 @@ TEST(ConfigDefaults, AreThePilotConstants) {
 
 TEST_F(ConfigFile, ReadsEveryKey) {
     Config c;
-    const auto error = load_config_file(write(R"(
+    std::string why;
+    const bool ok = load_config_file(write(R"(
 user = "byk"
 socket = "/run/opencode-pty/supervisor.sock"
 backend = "systemd"
@@ -60,8 +63,9 @@ cleanup = 20
 MemoryMax = "1G"
 TasksMax = 256
 NoNewPrivileges = true
-)"), c);
-    ASSERT_FALSE(error) << *error;
+)"), c, why);
+    ASSERT_TRUE(ok) << why;
+    EXPECT_EQ(why, "");
     EXPECT_EQ(c.user, "byk");
     EXPECT_EQ(c.socket, "/run/opencode-pty/supervisor.sock");
     EXPECT_EQ(c.backend, "systemd");
@@ -74,61 +78,102 @@ NoNewPrivileges = true
     EXPECT_EQ(c.session_properties.at("MemoryMax"), "1G");
     EXPECT_EQ(c.session_properties.at("TasksMax"), "256");
     EXPECT_EQ(c.session_properties.at("NoNewPrivileges"), "yes");
-    EXPECT_FALSE(validate(c));
+    EXPECT_TRUE(validate(c, why)) << why;
 }
 
 TEST_F(ConfigFile, SyntaxErrorNamesTheLine) {
     Config c;
-    const auto error = load_config_file(write("user = \"byk\"\n\nsocket = \n"), c);
-    ASSERT_TRUE(error);
-    EXPECT_NE(error->find("line 3"), std::string::npos) << *error;
+    std::string why;
+    ASSERT_FALSE(load_config_file(write("user = \"byk\"\n\nsocket = \n"), c, why));
+    EXPECT_NE(why.find(path_ + ": line 3"), std::string::npos) << why;
 }
 
 TEST_F(ConfigFile, UnknownKeyIsRefusedWithItsLine) {
     Config c;
-    const auto error = load_config_file(write("user = \"byk\"\n[limits]\nmax_sesions = 3\n"), c);
-    ASSERT_TRUE(error);
-    EXPECT_NE(error->find("unknown key 'max_sesions'"), std::string::npos) << *error;
-    EXPECT_NE(error->find("line 3"), std::string::npos) << *error;
+    std::string why;
+    ASSERT_FALSE(load_config_file(write("user = \"byk\"\n[limits]\nmax_sesions = 3\n"), c, why));
+    EXPECT_NE(why.find("unknown key 'max_sesions'"), std::string::npos) << why;
+    EXPECT_NE(why.find("line 3"), std::string::npos) << why;
 }
 
 TEST_F(ConfigFile, WrongTypeAndRangeAreRefused) {
     Config c;
-    auto error = load_config_file(write("[limits]\nmax_sessions = \"many\"\n"), c);
-    ASSERT_TRUE(error);
-    EXPECT_NE(error->find("must be an integer"), std::string::npos) << *error;
-    error = load_config_file(write("[limits]\nmax_sessions = 0\n"), c);
-    ASSERT_TRUE(error);
-    EXPECT_NE(error->find("between"), std::string::npos) << *error;
-    error = load_config_file(write("[timeouts]\nhandshake = -1\n"), c);
-    ASSERT_TRUE(error);
-    EXPECT_NE(error->find("seconds"), std::string::npos) << *error;
+    std::string why;
+    ASSERT_FALSE(load_config_file(write("[limits]\nmax_sessions = \"many\"\n"), c, why));
+    EXPECT_NE(why.find("must be an integer"), std::string::npos) << why;
+    ASSERT_FALSE(load_config_file(write("[limits]\nmax_sessions = 0\n"), c, why));
+    EXPECT_NE(why.find("between"), std::string::npos) << why;
+    ASSERT_FALSE(load_config_file(write("[timeouts]\nhandshake = -1\n"), c, why));
+    EXPECT_NE(why.find("seconds"), std::string::npos) << why;
+}
+
+// Of several mistakes, the first is reported: the others often follow from it.
+TEST_F(ConfigFile, TheFirstMistakeIsReported) {
+    Config c;
+    std::string why;
+    ASSERT_FALSE(load_config_file(write("user = 1\nsocket = 2\n"), c, why));
+    EXPECT_NE(why.find("line 1"), std::string::npos) << why;
+    EXPECT_NE(why.find("'user' must be a string"), std::string::npos) << why;
+    EXPECT_EQ(why.find("socket"), std::string::npos) << why;
 }
 
 TEST_F(ConfigFile, MissingFileIsAnError) {
     Config c;
-    EXPECT_TRUE(load_config_file("/nonexistent/ptyvisord.toml", c));
+    std::string why;
+    EXPECT_FALSE(load_config_file("/nonexistent/ptyvisord.toml", c, why));
+    EXPECT_NE(why.find("/nonexistent/ptyvisord.toml"), std::string::npos) << why;
 }
 
 TEST(ConfigValidate, RefusesInconsistentValues) {
     Config c;
-    EXPECT_TRUE(validate(c));  // no user
+    std::string why;
+    EXPECT_FALSE(validate(c, why));  // no user
+    EXPECT_NE(why.find("no account configured"), std::string::npos) << why;
     c.user = "byk";
-    EXPECT_FALSE(validate(c));
+    EXPECT_TRUE(validate(c, why)) << why;
     c.backend = "docker";
-    EXPECT_TRUE(validate(c));
+    EXPECT_FALSE(validate(c, why));
+    EXPECT_NE(why.find("'docker'"), std::string::npos) << why;
     c.backend = "auto";
     c.socket = "relative.sock";
-    EXPECT_TRUE(validate(c));
+    EXPECT_FALSE(validate(c, why));
     c.socket = "/run/x.sock";
     c.unit_prefix = "bad prefix";
-    EXPECT_TRUE(validate(c));
+    EXPECT_FALSE(validate(c, why));
     c.unit_prefix = "ptyvisor";
     c.allow_units = {"opencode"};
-    EXPECT_TRUE(validate(c));
+    EXPECT_FALSE(validate(c, why));
+    EXPECT_NE(why.find("'opencode'"), std::string::npos) << why;
     c.allow_units = {"opencode.service"};
     c.limits.max_unauthenticated_per_peer = 64;
-    EXPECT_TRUE(validate(c));
+    EXPECT_FALSE(validate(c, why));
+    EXPECT_NE(why.find("max_unauthenticated_per_peer"), std::string::npos) << why;
+}
+
+// The forms validate() accepts for unit_prefix and allow_units (once regular expressions).
+TEST(ConfigValidate, UnitNameForms) {
+    Config c;
+    c.user = "byk";
+    std::string why;
+    for (const std::string& p : std::vector<std::string>{"p", "_x", "0", "opencode-pty", "a.b_c-d", std::string(31, 'p')}) {
+        c.unit_prefix = p;
+        EXPECT_TRUE(validate(c, why)) << p << ": " << why;
+    }
+    for (const std::string& p : std::vector<std::string>{"", "-x", ".x", "a b", "a/b", "a\\b", "a@b", std::string(32, 'p')}) {
+        c.unit_prefix = p;
+        EXPECT_FALSE(validate(c, why)) << p;
+    }
+    c.unit_prefix = "ptyvisor";
+    for (const std::string& u : std::vector<std::string>{"a.service", "opencode.service", "getty@tty1.service", "a:b.service",
+                                "foo\\x2dbar.service", "-.service", "a.b.service"}) {
+        c.allow_units = {u};
+        EXPECT_TRUE(validate(c, why)) << u << ": " << why;
+    }
+    for (const std::string& u : std::vector<std::string>{".service", "service", "a.socket", "a .service", "a/b.service",
+                                "a.service ", "a.service\n", std::string("a\0b.service", 11)}) {
+        c.allow_units = {u};
+        EXPECT_FALSE(validate(c, why)) << u;
+    }
 }
 
 }  // namespace

@@ -310,7 +310,7 @@ void Connection::start_session() {
     role_ = Role::Controller;
     holds_session_slot_ = false;  // the session's now
     std::string why;
-    const bool ok = session.start(std::move(spec), size_, this, why);
+    const bool ok = session.start(std::move(spec), size_, this, peer_pid(), why);
     // The backend is done with the directory (the session has it, or systemd its path).
     server_.worker().dispose(std::move(cwd_));
     if (!ok) return send_error(ErrorCode::StartFailed, why);

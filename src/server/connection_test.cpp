@@ -6,6 +6,8 @@
 // the protocol to it over a real socket.
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -16,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -153,7 +156,15 @@ protected:
         backends::Account account{"test", ::getuid(), ::getgid(), {}, "/", "/bin/sh"};
         config.user = account.name;
         server_ = std::make_unique<Server>(std::move(config), account, std::move(backend), event_);
-        loop_ = std::thread([this, l = std::move(listener)]() mutable { server_->serve(std::move(l)); });
+        // As main.cpp does: the server's signal handlers need the signals blocked, here and
+        // in the loop's thread, which inherits the mask.
+        sigset_t stop_signals;
+        sigemptyset(&stop_signals);
+        for (const int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, sig);
+        ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &stop_signals, &saved_mask_), 0);
+        mask_saved_ = true;
+        ASSERT_EQ(server_->init(std::move(listener)), 0);
+        loop_ = std::thread([this] { server_->serve(); });
     }
 
     void TearDown() override {
@@ -165,6 +176,7 @@ protected:
         server_.reset();
         stop_source_.reset();
         if (event_) sd_event_unref(event_);
+        if (mask_saved_) ::pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
         if (!dir_.empty()) {
             ::unlink(socket_path_.c_str());
             ::rmdir(dir_.c_str());
@@ -235,6 +247,8 @@ protected:
     EventSource stop_source_;
     std::string dir_, socket_path_;
     protocol::FrameDecoder decoder_;
+    sigset_t saved_mask_{};
+    bool mask_saved_ = false;
 };
 
 std::vector<std::uint8_t> frames_after_start() {
@@ -378,6 +392,47 @@ TEST_F(UnsurePeerTest, StatusRequestWithADescriptorIsWrongFdCount) {
     const auto status = next_frame(without.get());
     ASSERT_TRUE(status);
     EXPECT_EQ(status->type, FrameType::Status);
+    const auto report = protocol::decode_status(status->text());
+    ASSERT_TRUE(report) << report.error;
+    EXPECT_EQ(report.value->counters.rejected, (std::map<std::string, std::uint64_t>{{"wrong_fd_count", 1}}));
+}
+
+// STATUS as the daemon builds it (protocol.md 5.7) decodes, and lists the live session.
+TEST_F(UnsurePeerTest, StatusListsTheLiveSession) {
+    start(quick_config(), [](ScriptedBackend& b) { b.before = PeerVerdict::Allowed; });
+    UniqueFd session = connect_and_start();
+    const auto started = next_frame(session.get());
+    ASSERT_TRUE(started);
+    ASSERT_EQ(started->type, FrameType::Started) << started->text();
+
+    decoder_ = protocol::FrameDecoder();
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_path_.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const auto bytes = protocol::encode_frame(FrameType::StatusRequest, std::string_view());
+    ASSERT_EQ(::send(fd.get(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+    const auto status = next_frame(fd.get());
+    ASSERT_TRUE(status);
+    ASSERT_EQ(status->type, FrameType::Status);
+    const auto report = protocol::decode_status(status->text());
+    ASSERT_TRUE(report) << report.error;
+    EXPECT_FALSE(report.value->version.empty());
+    EXPECT_EQ(report.value->backend, "scripted");
+    EXPECT_FALSE(report.value->truncated);
+    ASSERT_EQ(report.value->sessions.size(), 1u) << status->text();
+    const auto& s = report.value->sessions[0];
+    // The session's unit name is the server's: a prefix, its id, and .service.
+    EXPECT_EQ(s.id.size(), 32u);
+    EXPECT_EQ(s.unit, "ptyvisor-" + s.id + ".service");
+    EXPECT_EQ(s.clients, 1u);
+    EXPECT_FALSE(s.detached);
+    EXPECT_EQ(s.pid, 4242);
+    EXPECT_EQ(s.peer_pid, ::getpid());
+    EXPECT_GT(s.started_at, 0);
+    EXPECT_EQ(s.argv0, "scripted");
+    EXPECT_EQ(report.value->counters.accepted, 2u);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace ptyvisor::server {
 namespace {
@@ -138,42 +139,49 @@ bool set_socket_owner_and_mode(int dir, const std::string& name, const std::stri
 
 }  // namespace
 
-ListenerResult open_listener(const std::string& path, gid_t group) {
-    ListenerResult out;
-    const int n = sd_listen_fds(/*unset_environment=*/1);
-    if (n > 1) {
-        out.error = "socket activation passed " + std::to_string(n) + " sockets; expected one";
-        for (int i = 0; i < n; ++i) ::close(SD_LISTEN_FDS_START + i);
-        return out;
-    }
-    if (n == 1) {
-        UniqueFd fd(SD_LISTEN_FDS_START);
-        if (sd_is_socket_unix(fd.get(), SOCK_STREAM, 1, nullptr, 0) <= 0) {
-            out.error = "the activated socket is not a listening Unix stream socket";
-            return out;
-        }
-        ::fcntl(fd.get(), F_SETFD, FD_CLOEXEC);
-        ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
-        out.fd = std::move(fd);
-        out.activated = true;
-        return out;
-    }
+namespace {
 
+// The socket systemd passed: exactly one, a listening Unix stream socket, which we make
+// close-on-exec and non-blocking (a blocking one would stall the loop in accept).
+bool adopt_activated_socket(int count, UniqueFd& out, std::string& why) {
+    std::vector<UniqueFd> passed;
+    for (int i = 0; i < count; ++i) passed.emplace_back(SD_LISTEN_FDS_START + i);
+    if (count != 1) {
+        why = "socket activation passed " + std::to_string(count) + " sockets; expected one";
+        return false;
+    }
+    UniqueFd fd = std::move(passed.front());
+    if (sd_is_socket_unix(fd.get(), SOCK_STREAM, 1, nullptr, 0) <= 0) {
+        why = "the activated socket is not a listening Unix stream socket";
+        return false;
+    }
+    const int flags = ::fcntl(fd.get(), F_GETFL);
+    if (::fcntl(fd.get(), F_SETFD, FD_CLOEXEC) < 0 || flags < 0 ||
+        ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) < 0) {
+        why = errno_text("make the activated socket close-on-exec and non-blocking");
+        return false;
+    }
+    out = std::move(fd);
+    return true;
+}
+
+// Our own socket at `path` (see listener.h for what is refused, and why).
+bool bind_own_socket(const std::string& path, gid_t group, UniqueFd& out, std::string& why) {
     const auto slash = path.rfind('/');
     const std::string dir_path = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
     const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
     if (name.empty() || name == "." || name == "..") {
-        out.error = "socket path does not name a file: " + path;
-        return out;
+        why = "socket path does not name a file: " + path;
+        return false;
     }
-    const UniqueFd dir = open_socket_directory(dir_path, out.error);
-    if (!dir) return out;
-    if (!remove_stale_socket(dir.get(), name, path, out.error)) return out;
+    const UniqueFd dir = open_socket_directory(dir_path, why);
+    if (!dir) return false;
+    if (!remove_stale_socket(dir.get(), name, path, why)) return false;
 
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) {
-        out.error = errno_text("socket");
-        return out;
+        why = errno_text("socket");
+        return false;
     }
     // Bind through the directory handle, not the path: the name is created in the directory
     // we checked, whatever has happened to the path since.
@@ -181,8 +189,8 @@ ListenerResult open_listener(const std::string& path, gid_t group) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.size() >= sizeof addr.sun_path || bind_path.size() >= sizeof addr.sun_path) {
-        out.error = "socket path too long: " + path;
-        return out;
+        why = "socket path too long: " + path;
+        return false;
     }
     std::memcpy(addr.sun_path, bind_path.c_str(), bind_path.size() + 1);
     // Bind under a tight umask, so there is no moment at which others may connect.
@@ -190,16 +198,28 @@ ListenerResult open_listener(const std::string& path, gid_t group) {
     const int r = ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
     ::umask(old);
     if (r < 0) {
-        out.error = errno_text("bind " + path);
-        return out;
+        why = errno_text("bind " + path);
+        return false;
     }
     if (::listen(fd.get(), SOMAXCONN) < 0) {
-        out.error = errno_text("listen");
-        return out;
+        why = errno_text("listen");
+        return false;
     }
-    if (!set_socket_owner_and_mode(dir.get(), name, path, fd.get(), group, out.error)) return out;
-    out.fd = std::move(fd);
-    return out;
+    if (!set_socket_owner_and_mode(dir.get(), name, path, fd.get(), group, why)) return false;
+    out = std::move(fd);
+    return true;
+}
+
+}  // namespace
+
+bool open_listener(const std::string& path, gid_t group, UniqueFd& out, std::string& why) {
+    const int n = sd_listen_fds(/*unset_environment=*/1);
+    if (n < 0) {
+        why = std::string("cannot read LISTEN_FDS: ") + std::strerror(-n);
+        return false;
+    }
+    if (n > 0) return adopt_activated_socket(n, out, why);
+    return bind_own_socket(path, group, out, why);
 }
 
 }  // namespace ptyvisor::server

@@ -16,12 +16,9 @@
 
 namespace ptyvisor::server {
 
-struct ListenerResult {
-    UniqueFd fd;
-    bool activated = false;  // came from LISTEN_FDS
-    std::string error;
-};
-
-ListenerResult open_listener(const std::string& path, gid_t group);
+// The listening socket, non-blocking and close-on-exec, in `out`: the one systemd passed
+// (LISTEN_FDS), else our own at `path`. False with `why` (docs/architecture.md, "Error
+// conventions").
+bool open_listener(const std::string& path, gid_t group, UniqueFd& out, std::string& why);
 
 }  // namespace ptyvisor::server

@@ -47,8 +47,10 @@ protected:
 
 TEST_F(Listener, SocketIsRootAndTheGroupWithMode0660) {
     const auto dir = make_dir("ok", 0755, 0);
-    const auto r = open_listener(dir + "/s.sock", kGroup);
-    ASSERT_TRUE(r.fd) << r.error;
+    UniqueFd fd;
+    std::string why;
+    ASSERT_TRUE(open_listener(dir + "/s.sock", kGroup, fd, why)) << why;
+    EXPECT_TRUE(fd);
     struct stat st{};
     ASSERT_EQ(::lstat((dir + "/s.sock").c_str(), &st), 0);
     EXPECT_TRUE(S_ISSOCK(st.st_mode));
@@ -59,9 +61,11 @@ TEST_F(Listener, SocketIsRootAndTheGroupWithMode0660) {
 
 TEST_F(Listener, MissingDirectoryIsCreatedRoot0755EvenUnderUmask0077) {
     const mode_t old = ::umask(0077);  // the unit's UMask=
-    const auto r = open_listener(root_ + "/new/s.sock", kGroup);
+    UniqueFd fd;
+    std::string why;
+    const bool ok = open_listener(root_ + "/new/s.sock", kGroup, fd, why);
     ::umask(old);
-    ASSERT_TRUE(r.fd) << r.error;
+    ASSERT_TRUE(ok) << why;
     struct stat st{};
     ASSERT_EQ(::lstat((root_ + "/new").c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, 0u);
@@ -70,40 +74,50 @@ TEST_F(Listener, MissingDirectoryIsCreatedRoot0755EvenUnderUmask0077) {
 
 TEST_F(Listener, StaleSocketIsReplaced) {
     const auto dir = make_dir("ok", 0755, 0);
-    ASSERT_TRUE(open_listener(dir + "/s.sock", kGroup).fd);
-    const auto again = open_listener(dir + "/s.sock", kGroup);
-    EXPECT_TRUE(again.fd) << again.error;
+    UniqueFd first, again;
+    std::string why;
+    ASSERT_TRUE(open_listener(dir + "/s.sock", kGroup, first, why)) << why;
+    EXPECT_TRUE(open_listener(dir + "/s.sock", kGroup, again, why)) << why;
+    EXPECT_TRUE(again);
 }
 
 TEST_F(Listener, SocketDirectoryOwnedByAnotherUserIsRefused) {
     const auto dir = make_dir("theirs", 0755, kNobody);
-    const auto r = open_listener(dir + "/s.sock", kGroup);
-    EXPECT_FALSE(r.fd);
-    EXPECT_NE(r.error.find("not root"), std::string::npos) << r.error;
+    UniqueFd fd;
+    std::string why;
+    EXPECT_FALSE(open_listener(dir + "/s.sock", kGroup, fd, why));
+    EXPECT_FALSE(fd);
+    EXPECT_NE(why.find("not root"), std::string::npos) << why;
     EXPECT_FALSE(exists(dir + "/s.sock"));
 }
 
 TEST_F(Listener, WorldWritableSocketDirectoryIsRefused) {
     const auto dir = make_dir("open", 01777, 0);  // sticky, like /tmp: still refused
-    const auto r = open_listener(dir + "/s.sock", kGroup);
-    EXPECT_FALSE(r.fd);
-    EXPECT_NE(r.error.find("writable by group or others"), std::string::npos) << r.error;
+    UniqueFd fd;
+    std::string why;
+    EXPECT_FALSE(open_listener(dir + "/s.sock", kGroup, fd, why));
+    EXPECT_FALSE(fd);
+    EXPECT_NE(why.find("writable by group or others"), std::string::npos) << why;
     EXPECT_FALSE(exists(dir + "/s.sock"));
 }
 
 TEST_F(Listener, GroupWritableSocketDirectoryIsRefused) {
     const auto dir = make_dir("group", 0775, 0);
-    const auto r = open_listener(dir + "/s.sock", kGroup);
-    EXPECT_FALSE(r.fd);
+    UniqueFd fd;
+    std::string why;
+    EXPECT_FALSE(open_listener(dir + "/s.sock", kGroup, fd, why));
+    EXPECT_FALSE(fd);
     EXPECT_FALSE(exists(dir + "/s.sock"));
 }
 
 TEST_F(Listener, SymlinkedSocketDirectoryIsRefused) {
     const auto real = make_dir("real", 0755, 0);
     ASSERT_EQ(::symlink(real.c_str(), (root_ + "/link").c_str()), 0);
-    const auto r = open_listener(root_ + "/link/s.sock", kGroup);
-    EXPECT_FALSE(r.fd);
-    EXPECT_NE(r.error.find("symlink"), std::string::npos) << r.error;
+    UniqueFd fd;
+    std::string why;
+    EXPECT_FALSE(open_listener(root_ + "/link/s.sock", kGroup, fd, why));
+    EXPECT_FALSE(fd);
+    EXPECT_NE(why.find("symlink"), std::string::npos) << why;
     EXPECT_FALSE(exists(real + "/s.sock"));
 }
 
@@ -114,8 +128,10 @@ TEST_F(Listener, SymlinkAtTheSocketNameIsNotFollowed) {
     std::ofstream(target) << "x";
     ASSERT_EQ(::chmod(target.c_str(), 0600), 0);
     ASSERT_EQ(::symlink(target.c_str(), (dir + "/s.sock").c_str()), 0);
-    const auto r = open_listener(dir + "/s.sock", kGroup);
-    EXPECT_FALSE(r.fd);
+    UniqueFd fd;
+    std::string why;
+    EXPECT_FALSE(open_listener(dir + "/s.sock", kGroup, fd, why));
+    EXPECT_FALSE(fd);
     struct stat st{};
     ASSERT_EQ(::stat(target.c_str(), &st), 0);
     EXPECT_EQ(st.st_gid, 0u);

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -31,35 +32,51 @@ struct Flags {
     bool check_config = false;
 };
 
-int run(const Flags& flags) {
-    server::Config config;
-    if (flags.config_given || ::access(flags.config_path.c_str(), F_OK) == 0) {
-        if (const auto error = server::load_config_file(flags.config_path, config)) {
-            std::cerr << "ptyvisord: " << *error << "\n";
-            return 2;
-        }
-    }
+// Loads the file (if any) and the flags over the defaults. False with `why`.
+bool load_configuration(const Flags& flags, server::Config& config, std::string& why) {
+    if (flags.config_given || ::access(flags.config_path.c_str(), F_OK) == 0)
+        if (!server::load_config_file(flags.config_path, config, why)) return false;
     if (flags.socket) config.socket = *flags.socket;
     if (flags.backend) config.backend = *flags.backend;
     if (flags.user) config.user = *flags.user;
     if (flags.state_directory) config.state_directory = *flags.state_directory;
     if (!flags.allow_units.empty()) config.allow_units = flags.allow_units;
-    if (const auto error = server::validate(config)) {
-        std::cerr << "ptyvisord: " << *error << "\n";
-        return 2;
-    }
-    std::string why;
+    if (!server::validate(config, why)) return false;
     if (!backends::validate_systemd_properties(config.session_properties, why)) {
-        std::cerr << "ptyvisord: [session.properties]: " << why << "\n";
+        why = "[session.properties]: " + why;
+        return false;
+    }
+    return true;
+}
+
+// Signals are events of the loop; the handlers are never run asynchronously. Blocked here,
+// before any thread exists, so that every thread inherits the mask. Returns 0 or a negative
+// errno.
+int block_signals() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    if (::sigprocmask(SIG_BLOCK, &mask, nullptr) < 0) return -errno;
+    if (::signal(SIGPIPE, SIG_IGN) == SIG_ERR) return -errno;
+    return 0;
+}
+
+int run(const Flags& flags) {
+    server::Config config;
+    std::string why;
+    if (!load_configuration(flags, config, why)) {
+        std::cerr << "ptyvisord: " << why << "\n";
         return 2;
     }
-    auto account = server::resolve_account(config.user, why);
-    if (!account) {
+    backends::Account account;
+    if (!server::resolve_account(config.user, account, why)) {
         std::cerr << "ptyvisord: " << why << "\n";
         return 2;
     }
     if (flags.check_config) {
-        std::cout << "configuration OK: account " << config.user << " (uid " << account->uid << "), socket "
+        std::cout << "configuration OK: account " << config.user << " (uid " << account.uid << "), socket "
                   << config.socket << ", backend " << config.backend << "\n";
         return 0;
     }
@@ -68,19 +85,15 @@ int run(const Flags& flags) {
         return 1;
     }
 
-    // Signals are events of the loop; the handlers are never run asynchronously.
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
+    if (const int r = block_signals(); r < 0) {
+        log_error_errno(r, "cannot block SIGTERM, SIGINT and SIGHUP or ignore SIGPIPE");
+        return 1;
+    }
     raise_nofile_limit();
 
     sd_event* raw = nullptr;
     if (const int r = sd_event_new(&raw); r < 0) {
-        log_error("cannot create the event loop", {{"ERROR", std::strerror(-r)}});
+        log_error_errno(r, "cannot create the event loop");
         return 1;
     }
     EventLoop event(raw);
@@ -101,13 +114,14 @@ int run(const Flags& flags) {
         log_error("cannot clean up orphan sessions", {{"ERROR", why}});
         return 1;
     }
-    auto listener = server::open_listener(config.socket, account->gid);
-    if (!listener.fd) {
-        log_error("cannot listen", {{"SOCKET", config.socket}, {"ERROR", listener.error}});
+    UniqueFd listener;
+    if (!server::open_listener(config.socket, account.gid, listener, why)) {
+        log_error("cannot listen", {{"SOCKET", config.socket}, {"ERROR", why}});
         return 1;
     }
-    server::Server srv(std::move(config), std::move(*account), std::move(backend), event.get());
-    return srv.serve(std::move(listener.fd));
+    server::Server srv(std::move(config), std::move(account), std::move(backend), event.get());
+    if (srv.init(std::move(listener)) < 0) return 1;  // init() said what failed
+    return srv.serve();
 }
 
 }  // namespace
@@ -126,10 +140,5 @@ int main(int argc, char** argv) {
     app.add_flag("--check-config", flags.check_config, "validate the configuration and exit");
     CLI11_PARSE(app, argc, argv);
     flags.config_given = config_opt->count() > 0;
-    try {
-        return run(flags);
-    } catch (const std::exception& e) {
-        log_error("fatal", {{"ERROR", e.what()}});
-        return 1;
-    }
+    return run(flags);
 }

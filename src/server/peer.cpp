@@ -9,13 +9,13 @@ namespace {
 
 int read_peer_cred(int socket, PeerIdentity& out) {
     socklen_t len = sizeof out.cred;
-    return ::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &out.cred, &len) < 0 ? errno : 0;
+    return ::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &out.cred, &len) < 0 ? -errno : 0;
 }
 
 }  // namespace
 
 int read_peer(int socket, PeerIdentity& out) {
-    if (const int e = read_peer_cred(socket, out); e != 0) return e;
+    if (const int r = read_peer_cred(socket, out); r < 0) return r;
     int pidfd = -1;
     socklen_t len = sizeof pidfd;
     if (::getsockopt(socket, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 && pidfd >= 0) {
@@ -26,9 +26,9 @@ int read_peer(int socket, PeerIdentity& out) {
 }
 
 int read_peer_by_pid(int socket, PeerIdentity& out) {
-    if (const int e = read_peer_cred(socket, out); e != 0) return e;
+    if (const int r = read_peer_cred(socket, out); r < 0) return r;
     out.pidfd.reset(pidfd_open(out.cred.pid));
-    if (!out.pidfd) return errno;
+    if (!out.pidfd) return -errno;
     return 0;
 }
 

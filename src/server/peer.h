@@ -20,12 +20,12 @@ struct PeerIdentity {
 };
 
 // Reads SO_PEERCRED and SO_PEERPIDFD. On kernels without SO_PEERPIDFD (before 6.5) falls
-// back to read_peer_by_pid(). Returns an errno on failure.
+// back to read_peer_by_pid(). Returns 0 or a negative errno.
 int read_peer(int socket, PeerIdentity& out);
 
 // The fallback: SO_PEERCRED, then pidfd_open(pid). A peer that exits and whose PID is
 // reused between connect() and this call would be mistaken for the newcomer; the window is
-// narrow but open, which is why SO_PEERPIDFD comes first. Returns an errno on failure.
+// narrow but open, which is why SO_PEERPIDFD comes first. Returns 0 or a negative errno.
 int read_peer_by_pid(int socket, PeerIdentity& out);
 
 }  // namespace ptyvisor::server

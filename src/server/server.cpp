@@ -5,17 +5,16 @@
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 
-#include <nlohmann/json.hpp>
-
 #include <grp.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <span>
 
 #include "common/log.h"
 #include "protocol/frame.h"
-#include "protocol/payloads.h"
 #include "common/linux.h"
 #include "common/process.h"
 #include "server/pty.h"
@@ -56,6 +55,23 @@ bool has_supplementary_group(std::string_view status, gid_t gid) {
     return false;
 }
 
+constexpr std::size_t kUnitNameRandomBytes = 16;
+
+// Fills `buffer` from the kernel's random source. Returns 0 or a negative errno. The first
+// call waits until the source is seeded; from then on getrandom(2) fills up to 256 bytes in
+// one call and is never interrupted, so once a call has succeeded (init()), none fails.
+int random_bytes(std::span<unsigned char> buffer) {
+    while (!buffer.empty()) {
+        const ssize_t n = ::getrandom(buffer.data(), buffer.size(), 0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        buffer = buffer.subspan(static_cast<std::size_t>(n));
+    }
+    return 0;
+}
+
 }  // namespace
 
 Server::Server(Config config, backends::Account account, std::unique_ptr<backends::Backend> backend,
@@ -87,31 +103,63 @@ Server::~Server() {
     retired_.clear();
 }
 
-int Server::serve(UniqueFd listener) {
-    listener_ = std::move(listener);
-    int r = add_io(event_, accept_source_, listener_.get(), EPOLLIN, [this](std::uint32_t) { on_accept(); });
-    if (r < 0) return log_error("cannot watch the listener", {{"ERROR", std::strerror(-r)}}), 1;
-    auto on_signal = [](sd_event_source*, const signalfd_siginfo*, void* self) {
+int Server::add_signal(EventSource& out, int signal, sd_event_signal_handler_t handler) {
+    sd_event_source* s = nullptr;
+    const int r = sd_event_add_signal(event_, &s, signal, handler, this);
+    if (r < 0) {
+        // -EBUSY: the signal is not blocked in this thread (main.cpp blocks it).
+        return log_error_errno(r, std::string("cannot install the SIG") + sigabbrev_np(signal) +
+                                      " handler; refusing to run without it");
+    }
+    out.reset(s);
+    return 0;
+}
+
+int Server::init(UniqueFd listener) {
+    unsigned char probe[kUnitNameRandomBytes];
+    if (const int r = random_bytes(probe); r < 0) return log_error_errno(r, "cannot read random bytes for unit names");
+
+    auto on_stop = [](sd_event_source*, const signalfd_siginfo*, void* self) {
         static_cast<Server*>(self)->begin_shutdown();
         return 0;
     };
-    sd_event_source* s = nullptr;
-    if (sd_event_add_signal(event_, &s, SIGTERM, on_signal, this) >= 0) sigterm_source_.reset(s);
-    if (sd_event_add_signal(event_, &s, SIGINT, on_signal, this) >= 0) sigint_source_.reset(s);
     // SIGHUP would end us without cleanup; configuration is read at start only, so say so.
     auto on_hangup = [](sd_event_source*, const signalfd_siginfo*, void*) {
         log_notice("SIGHUP ignored: restart ptyvisord to apply a new configuration");
         return 0;
     };
-    if (sd_event_add_signal(event_, &s, SIGHUP, on_hangup, nullptr) >= 0) sighup_source_.reset(s);
+    if (int r = add_signal(sigterm_source_, SIGTERM, on_stop); r < 0) return r;
+    if (int r = add_signal(sigint_source_, SIGINT, on_stop); r < 0) return r;
+    if (int r = add_signal(sighup_source_, SIGHUP, on_hangup); r < 0) return r;
+
+    if (const int r = worker_.init(); r < 0) return log_error_errno(r, "cannot watch the worker's completions");
+    // Created now, off, so that retiring a connection or failing closed only has to enable it.
+    if (const int r = add_defer(event_, reap_source_, [this] { reap(); }); r < 0)
+        return log_error_errno(r, "cannot create the reaper of closed connections");
+    if (const int r = sd_event_source_set_enabled(reap_source_.get(), SD_EVENT_OFF); r < 0)
+        return log_error_errno(r, "cannot create the reaper of closed connections");
     // sd-event pings the service manager's watchdog itself when WATCHDOG_USEC is set.
-    sd_event_set_watchdog(event_, 1);
+    if (const int r = sd_event_set_watchdog(event_, 1); r < 0) return log_error_errno(r, "cannot enable the watchdog");
+
+    listener_ = std::move(listener);
+    if (const int r = add_io(event_, accept_source_, listener_.get(), EPOLLIN, [this](std::uint32_t) { on_accept(); });
+        r < 0)
+        return log_error_errno(r, "cannot watch the listener", {{"SOCKET", config_.socket}});
+    return 0;
+}
+
+int Server::serve() {
+    // Best effort, as systemd's own daemons: without a service manager these do nothing.
     sd_notifyf(0, "READY=1\nSTATUS=Serving on %s with the %s backend", config_.socket.c_str(),
                std::string(backend_->name()).c_str());
     log_info("listening", {{"SOCKET", config_.socket}, {"BACKEND", std::string(backend_->name())}});
-    r = sd_event_loop(event_);
+    const int r = sd_event_loop(event_);
     sd_notify(0, "STOPPING=1");
-    return r < 0 ? 1 : r;
+    if (r < 0) {
+        log_error_errno(r, "the event loop failed");
+        return 1;
+    }
+    return r;
 }
 
 void Server::on_accept() {
@@ -119,21 +167,31 @@ void Server::on_accept() {
     for (int i = 0; i < 64; ++i) {
         UniqueFd socket(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (!socket) {
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                // Out of descriptors: stop accepting until a connection closes, instead
-                // of spinning on a listener that stays readable.
-                log_warning("accept paused", {{"ERROR", std::strerror(errno)}});
-                sd_event_source_set_enabled(accept_source_.get(), SD_EVENT_OFF);
-            }
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause_accepting(errno);
             return;
         }
         try {
             accept_one(std::move(socket));
         } catch (const std::exception& e) {
-            // One client's failure ends its connection (the socket went with the exception).
+            // Allocation failures only (nothing here throws otherwise): one client's failure
+            // ends its connection (the socket went with the exception), never the daemon.
             log_error("cannot accept a connection", {{"ERROR", e.what()}});
         }
     }
+}
+
+// Out of descriptors or memory: stop accepting until a connection closes, instead of
+// spinning on a listener that stays readable.
+void Server::pause_accepting(int error) {
+    log_warning("accept paused", {{"ERROR", std::strerror(error)}});
+    if (const int r = sd_event_source_set_enabled(accept_source_.get(), SD_EVENT_OFF); r < 0)
+        log_error_errno(r, "cannot pause accepting");
+}
+
+void Server::resume_accepting() {
+    if (!accept_source_ || shutting_down_) return;
+    if (const int r = sd_event_source_set_enabled(accept_source_.get(), SD_EVENT_ON); r < 0)
+        log_error_errno(r, "cannot resume accepting; trying again when the next connection closes");
 }
 
 void Server::reject(UniqueFd socket, ErrorCode code, const std::string& message) {
@@ -149,8 +207,8 @@ void Server::reject(UniqueFd socket, ErrorCode code, const std::string& message)
 void Server::accept_one(UniqueFd socket) {
     if (shutting_down_) return reject(std::move(socket), ErrorCode::ShuttingDown, "the daemon is stopping");
     PeerIdentity peer;
-    if (const int e = read_peer(socket.get(), peer); e != 0)
-        return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(e));
+    if (const int r = read_peer(socket.get(), peer); r < 0)
+        return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(-r));
     // Sort peers by what the kernel already told us, before they hold anything.
     if (peer.cred.uid != 0 && (peer.cred.uid != account_.uid || peer.cred.gid != account_.gid)) {
         // Members of the observer group may watch; they can start and control nothing.
@@ -193,15 +251,12 @@ void Server::evict_for_fairness(pid_t victim) {
 }
 
 std::string Server::new_unit_name() const {
-    unsigned char bytes[16];
-    std::size_t got = 0;
-    while (got < sizeof bytes) {
-        const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
-        }
-        got += static_cast<std::size_t>(n);
+    unsigned char bytes[kUnitNameRandomBytes];
+    if (const int r = random_bytes(bytes); r < 0) {
+        // Unreachable: init() read random bytes, and from then on getrandom(2) cannot fail
+        // for so few. Should it anyway, no name may be made up: stop, as an assertion would.
+        log_error_errno(r, "getrandom failed after it had worked; aborting");
+        std::abort();
     }
     static constexpr char kHex[] = "0123456789abcdef";
     std::string name = config_.unit_prefix + "-";
@@ -212,34 +267,35 @@ std::string Server::new_unit_name() const {
     return name + ".service";
 }
 
-std::string Server::status_json() const {
-    using nlohmann::json;
-    json sessions = json::array();
+protocol::StatusReply Server::status() const {
+    protocol::StatusReply reply;
+    reply.version = PTYVISOR_VERSION;
+    reply.backend = std::string(backend_->name());
     for (const Session* s : sessions_.all()) {
         if (s->state() == Session::State::Ended) continue;
-        sessions.push_back({{"unit", s->unit()}, {"id", s->id()}, {"pid", s->main_pid()},
-                            {"started_at", s->created()}, {"bytes_in", s->bytes_in()},
-                            {"bytes_out", s->log().end()}, {"argv0", s->argv().empty() ? "" : s->argv().front()},
-                            {"clients", s->clients()}, {"detached", s->detached()}});
+        protocol::StatusReply::Session out;
+        out.unit = s->unit();
+        out.pid = s->main_pid();
+        out.peer_pid = s->starter_pid();
+        out.started_at = s->created();
+        out.bytes_in = s->bytes_in();
+        out.bytes_out = s->log().end();
+        out.argv0 = s->argv().empty() ? "" : s->argv().front();
+        out.id = s->id();
+        out.clients = s->clients();
+        out.detached = s->detached();
+        reply.sessions.push_back(std::move(out));
     }
-    auto& counters = const_cast<Admission&>(admission_).counters();
-    json out{{"version", PTYVISOR_VERSION},
-             {"backend", std::string(backend_->name())},
-             {"sessions", sessions},
-             {"counters",
-              {{"accepted", counters.accepted},
-               {"rejected", counters.rejected},
-               {"rate_limited", counters.rate_limited},
-               {"handshake_timeouts", counters.handshake_timeouts},
-               {"evicted", counters.evicted}}}};
-    auto text = out.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (text.size() > protocol::kMaxStatusPayloadSize) {
-        out["sessions"] = json::array();
-        out["truncated"] = true;
-        text = out.dump(-1, ' ', false, json::error_handler_t::replace);
-    }
-    return text;
+    const auto& counters = admission_.counters();
+    reply.counters.accepted = counters.accepted;
+    reply.counters.rate_limited = counters.rate_limited;
+    reply.counters.handshake_timeouts = counters.handshake_timeouts;
+    reply.counters.evicted = counters.evicted;
+    reply.counters.rejected = counters.rejected;
+    return reply;
 }
+
+std::string Server::status_json() const { return protocol::encode(status()); }
 
 void Server::retire(Connection* connection) {
     const auto it = connections_.find(connection);
@@ -247,12 +303,29 @@ void Server::retire(Connection* connection) {
     retired_.push_back(std::move(it->second));
     connections_.erase(it);
     // Destroyed on the next iteration: we may be inside one of its callbacks now.
-    if (!reap_source_) add_defer(event_, reap_source_, [this] { reap_retired(); });
-    else sd_event_source_set_enabled(reap_source_.get(), SD_EVENT_ONESHOT);
-    if (accept_source_ && !shutting_down_) sd_event_source_set_enabled(accept_source_.get(), SD_EVENT_ON);
+    schedule_reap();
+    resume_accepting();
 }
 
-void Server::reap_retired() {
+void Server::schedule_reap() {
+    // Enabling a defer source allocates nothing; it fails only if the loop itself has failed.
+    if (const int r = sd_event_source_set_enabled(reap_source_.get(), SD_EVENT_ONESHOT); r < 0) {
+        log_error_errno(r, "cannot schedule the reaper of closed connections; exiting");
+        sd_event_exit(event_, 1);
+    }
+}
+
+void Server::reap() {
+    if (failed_) {
+        // Failing closed: nothing is cleaned up any more; the next start cleans up orphans.
+        std::vector<Connection*> all;
+        for (const auto& [raw, c] : connections_) all.push_back(raw);
+        for (Connection* c : all) c->abandon();
+        sessions_.abandon_all();
+        retired_.clear();
+        sd_event_exit(event_, 1);
+        return;
+    }
     retired_.clear();
     maybe_exit();
 }
@@ -283,15 +356,9 @@ void Server::fail_closed(const std::string& why) {
     sd_notifyf(0, "STATUS=Failed closed: %s", why.c_str());
     accept_source_.reset();
     listener_.reset();
-    // Deferred: we are inside a session's callback, which must return before it is torn down.
-    add_defer(event_, reap_source_, [this] {
-        std::vector<Connection*> all;
-        for (const auto& [raw, c] : connections_) all.push_back(raw);
-        for (Connection* c : all) c->abandon();
-        sessions_.abandon_all();
-        retired_.clear();
-        sd_event_exit(event_, 1);
-    });
+    // Deferred (reap()): we are inside a session's callback, which must return before it is
+    // torn down.
+    schedule_reap();
 }
 
 }  // namespace ptyvisor::server

@@ -1,5 +1,10 @@
 // Server: the listener, admission and every connection, on one sd-event loop.
 //
+// It starts in two steps: init() puts in place everything serving depends on, and fails
+// (logged, negative errno) if any of it cannot be had; only then does serve() run the loop.
+// In particular a daemon without its SIGTERM handler never serves: with SIGTERM blocked
+// (main.cpp), only SIGKILL could stop it, and no session would be cleaned up.
+//
 // It stops in one of two ways. SIGTERM or SIGINT: stop accepting, end every session with
 // reason shutdown, wait for each cleanup, exit 0. A cleanup failure: fail closed, as the
 // pilot did (log, close the listener and every connection, exit non-zero) so that the
@@ -15,6 +20,7 @@
 #include "backends/backend.h"
 #include "common/event.h"
 #include "common/unique_fd.h"
+#include "protocol/payloads.h"
 #include "server/admission.h"
 #include "server/blocking_worker.h"
 #include "server/config.h"
@@ -29,8 +35,15 @@ public:
            sd_event* event);
     ~Server();
 
-    // Serves until shutdown; returns the process exit code.
-    int serve(UniqueFd listener);
+    // Watches `listener` (non-blocking), installs the SIGTERM, SIGINT and SIGHUP handlers
+    // (the three must be blocked in the calling thread, and stay blocked in every thread),
+    // the worker's completions, the reaper of closed connections and the watchdog, and makes
+    // sure random bytes can be read for unit names. Returns 0, or a negative errno after
+    // logging which of these failed. Accepts no client yet.
+    int init(UniqueFd listener);
+
+    // After init() succeeded: serves until shutdown; returns the process exit code.
+    int serve();
 
     // For connections.
     [[nodiscard]] sd_event* event() const { return event_; }
@@ -48,19 +61,27 @@ public:
     [[nodiscard]] gid_t terminal_group() const { return terminal_group_; }
     [[nodiscard]] bool shutting_down() const { return shutting_down_; }
     std::uint64_t next_serial() { return ++serial_; }
+    // "<unit_prefix>-<32 hex digits>.service", from 16 random bytes. Cannot fail once init()
+    // has succeeded (it read random bytes: see random_bytes() in server.cpp).
     std::string new_unit_name() const;
+    // The STATUS reply (docs/protocol.md 5.7), and its payload.
+    [[nodiscard]] protocol::StatusReply status() const;
     std::string status_json() const;
     // The connection is closed; destroy it on the next loop iteration.
     void retire(Connection* connection);
     void fail_closed(const std::string& why);
 
 private:
+    int add_signal(EventSource& out, int signal, sd_event_signal_handler_t handler);
     void on_accept();
     void accept_one(UniqueFd socket);
     void reject(UniqueFd socket, protocol::ErrorCode code, const std::string& message);
     void evict_for_fairness(pid_t victim);
+    void pause_accepting(int error);
+    void resume_accepting();
     void begin_shutdown();
-    void reap_retired();
+    void schedule_reap();
+    void reap();
     void maybe_exit();
 
     Config config_;

@@ -60,7 +60,8 @@ Session::~Session() {
 }
 
 bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, SessionClient* starter,
-                    std::string& why) {
+                    pid_t starter_pid, std::string& why) {
+    starter_pid_ = starter_pid;
     holds_slot_ = true;  // reserved by the starter, ours from now on
     created_ = static_cast<std::int64_t>(std::time(nullptr));
     argv_ = spec.argv;
@@ -77,7 +78,7 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
         return fail(std::string("cannot allocate the output log: ") + std::strerror(-r));
     PtyPair pty;
     if (const int e = open_pty(spec.account.uid, server_.terminal_group(), size, pty); e != 0)
-        return fail(std::string("cannot allocate a terminal: ") + std::strerror(e));
+        return fail(std::string("cannot allocate a terminal: ") + std::strerror(-e));
     master_ = std::move(pty.master);
     spec.unit_name = unit_;
     spec.tty = std::move(pty.peer);

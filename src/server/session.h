@@ -67,7 +67,7 @@ public:
     // Opens the terminal and starts `spec` on it; `starter` is attached as controller.
     // Takes over the admission slot the starter reserved. Returns false with `why` (for the
     // client) when nothing could be started; the session is then Ended.
-    bool start(backends::SessionSpec spec, protocol::WindowSize size, SessionClient* starter,
+    bool start(backends::SessionSpec spec, protocol::WindowSize size, SessionClient* starter, pid_t starter_pid,
                std::string& why);
 
     [[nodiscard]] const std::string& id() const { return id_; }
@@ -75,6 +75,7 @@ public:
     [[nodiscard]] const std::vector<std::string>& argv() const { return argv_; }
     [[nodiscard]] const std::string& cwd() const { return cwd_; }
     [[nodiscard]] std::int64_t created() const { return created_; }
+    [[nodiscard]] pid_t starter_pid() const { return starter_pid_; }  // the client that started it
     [[nodiscard]] State state() const { return state_; }
     [[nodiscard]] bool started() const { return started_; }
     [[nodiscard]] pid_t main_pid() const { return main_pid_; }
@@ -137,6 +138,7 @@ private:
     std::vector<std::string> argv_;
     std::string cwd_;
     std::int64_t created_ = 0;
+    pid_t starter_pid_ = 0;
     bool detached_;
     State state_ = State::Starting;
 

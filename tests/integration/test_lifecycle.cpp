@@ -133,6 +133,38 @@ TEST_F(EndToEnd, SigtermEndsEverySessionWithShutdownAndLeavesNoProcess) {
         << cli->transcript();
 }
 
+// STATUS from root (protocol.md 5.7), as the real daemon sends it: it decodes, and lists
+// the live session with its main process.
+TEST_F(EndToEnd, StatusListsTheLiveSession) {
+    const DaemonConfig cfg = config();
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    auto client = connect_as_account();
+    ASSERT_NE(client, nullptr);
+    ASSERT_TRUE(start_session(*client, hup_immune_sleepers()));
+    auto sleepers = sleepers_of(*client);
+    ASSERT_TRUE(sleepers);
+
+    auto root = connect_as(0, 0, {});
+    ASSERT_NE(root, nullptr);
+    ASSERT_EQ(root->send_frame(FrameType::StatusRequest, ""), 0);
+    const Incoming in = root->next(Millis(10000));
+    ASSERT_EQ(in.kind, Incoming::Kind::Frame) << in.describe();
+    ASSERT_EQ(in.frame.type, FrameType::Status) << in.describe();
+    const auto report = protocol::decode_status(in.frame.text());
+    ASSERT_TRUE(report) << report.error << "\n" << in.frame.text();
+    EXPECT_EQ(report.value->backend, cfg.backend);
+    EXPECT_FALSE(report.value->truncated);
+    ASSERT_EQ(report.value->sessions.size(), 1u) << in.frame.text();
+    const auto& s = report.value->sessions[0];
+    EXPECT_EQ(s.pid, sleepers->main_pid) << in.frame.text();
+    EXPECT_EQ(s.argv0, hup_immune_sleepers()[0]);
+    EXPECT_GT(s.started_at, 0);
+    EXPECT_GT(s.bytes_out, 0u);
+    EXPECT_GE(report.value->counters.accepted, 2u);
+    std::string seen;
+    EXPECT_TRUE(root->expect_eof(Millis(10000), &seen)) << seen;
+}
+
 // SIGKILL leaves sessions running (nobody could stop them); the next daemon on the same
 // state directory stops them before it listens.
 TEST_F(EndToEnd, NextStartCleansUpSessionsOrphanedByAKilledDaemon) {
