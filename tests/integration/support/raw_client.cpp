@@ -227,6 +227,7 @@ Incoming RawClient::next(Millis timeout, std::size_t read_chunk) {
             if (buffer_.size() - start_ >= protocol::kHeaderSize + h.header->length) {
                 Incoming in{Incoming::Kind::Frame, {}, {}};
                 in.frame.type = h.header->type;
+                in.frame.version = h.header->version;
                 const auto first =
                     buffer_.begin() + static_cast<std::ptrdiff_t>(start_ + protocol::kHeaderSize);
                 in.frame.payload.assign(first, first + h.header->length);
