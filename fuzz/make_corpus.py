@@ -127,8 +127,11 @@ streams = {
     "status_request_and_reply": b"\x02\x02" + frame(STATUS_REQUEST) + frame(STATUS, js(status_ok)),
     "stop": b"\x05\x00" + frame(STOP),
     "bad_magic": b"\x07\x00" + frame(STOP, magic=b"XV"),
-    "bad_version": b"\x07\x00" + frame(STOP, version=2),
-    "unknown_type": b"\x07\x00" + frame(12),
+    "bad_version": b"\x07\x00" + frame(STOP, version=3),
+    "unknown_type": b"\x07\x00" + frame(27, version=2),
+    "v2_type_in_v1": b"\x07\x00" + frame(12),
+    "v2_attach_session": b"\x07\x00" + frame(12, js({"id": "0" * 32, "from": "start", "role": "observer"}), version=2)
+    + frame(14, version=2),
     "too_big_input": b"\x07\x00" + frame(INPUT, length=64 * 1024 + 1),
     "empty_input": b"\x07\x00" + frame(INPUT),
     "truncated_start": b"\x03\x99" + frame(START, js(start_ok))[:30],
@@ -148,3 +151,33 @@ for target, seeds in payloads.items():
         write(target, name, data)
 for name, data in streams.items():
     write("fuzz_frame_decoder", name, data)
+
+# fuzz_session_payloads: the first byte picks the decoder (see fuzz_session_payloads.cpp).
+SID = "0123456789abcdef0123456789abcdef"
+exit_ok = {"status": "exited", "code": 0, "reason": "exited", "unit_result": ""}
+session_seeds = {
+    "attach": (0, js({"id": SID, "from": 1234, "role": "controller", "takeover": True})),
+    "attached": (1, js({"id": SID, "unit": "ptyvisor-%s.service" % SID, "pid": 42, "role": "observer", "start": 0,
+                        "end": 10, "offset": 0, "state": "running", "size": {"cols": 80, "rows": 24}})),
+    "detached": (2, js({"offset": 7, "reason": "taken_over"})),
+    "sessions": (3, js({"sessions": [{"id": SID, "unit": "u", "argv": ["sh"], "cwd": "/", "state": "exited",
+                                      "exit": exit_ok, "pid": 1, "start": 0, "offset": 5, "clients": 0,
+                                      "created": 1, "detached": True}]})),
+    "read": (4, js({"id": SID, "from": "tail", "max_bytes": 10})),
+    "log": (5, js({"id": SID, "start": 0, "offset": 0, "length": 3, "end": 3, "state": "exited", "exit": exit_ok})),
+    "wait_text": (6, js({"id": SID, "for": "text", "pattern": "listening on [0-9]+", "from": "start",
+                         "timeout_ms": 1000})),
+    "wait_quiet": (6, js({"id": SID, "for": "quiet", "quiet_ms": 500})),
+    "waited": (7, js({"matched": True, "reason": "text", "state": "running", "exit": None, "offset": 9,
+                      "match_start": 1, "match_end": 4})),
+    "kill": (8, js({"id": SID, "signal": 15})),
+    "killed": (9, js({"id": SID, "state": "exited", "exit": exit_ok})),
+    "sent": (10, js({"bytes": 6})),
+    "dropped": (11, js({"offset": 100, "lost": 50})),
+    "send": (12, SID.encode() + b"ls\r"),
+    "send_bad_id": (12, b"Z" * 32 + b"x"),
+    "wait_bad_for": (6, js({"id": SID, "for": "never"})),
+    "attach_nested": (0, js({"id": SID, "from": [1]})),
+}
+for name, (which, data) in session_seeds.items():
+    write("fuzz_session_payloads", name, bytes([which]) + data)

@@ -30,7 +30,8 @@ fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-all_targets=(fuzz_frame_decoder fuzz_start fuzz_resize fuzz_signal fuzz_exit fuzz_error fuzz_started fuzz_status)
+all_targets=(fuzz_frame_decoder fuzz_start fuzz_resize fuzz_signal fuzz_exit fuzz_error fuzz_started fuzz_status
+             fuzz_session_payloads)
 read -r -a targets <<< "${PTYVISOR_FUZZ_TARGETS:-${all_targets[*]}}"
 max_len="${PTYVISOR_FUZZ_MAX_LEN:-16384}"
 artifacts="${PTYVISOR_FUZZ_ARTIFACTS:-/tmp/ptyvisor-fuzz-artifacts}"

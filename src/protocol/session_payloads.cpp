@@ -331,10 +331,12 @@ Decoded<WaitRequest> decode_wait(std::string_view text) {
 
 Decoded<WaitReply> decode_waited(std::string_view text) {
     return decode_with<WaitReply>(text, 1, [](Reader& r, WaitReply& v) {
-        return r.boolean("matched", v.matched) && r.str("reason", v.reason, 16) && r.state(v.state) &&
-               r.exit(v.exit) && r.u64("offset", v.offset, UINT64_MAX) &&
-               r.u64("match_start", v.match_start, UINT64_MAX, false) &&
-               r.u64("match_end", v.match_end, UINT64_MAX, false);
+        if (!r.boolean("matched", v.matched) || !r.str("reason", v.reason, 16) || !r.state(v.state) ||
+            !r.exit(v.exit) || !r.u64("offset", v.offset, UINT64_MAX))
+            return false;
+        // Where the text matched, for a text match only.
+        return v.reason != "text" ||
+               (r.u64("match_start", v.match_start, UINT64_MAX) && r.u64("match_end", v.match_end, UINT64_MAX));
     });
 }
 
