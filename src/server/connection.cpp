@@ -477,9 +477,12 @@ void Connection::flush_output() {
                 break;
             case OutputQueue::Flush::Blocked:
                 // The operation timeout runs from the last byte the client took.
-                if (progress || !stall_timer_)
-                    rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
-                                guarded("stall timer", [this] { on_stalled(); }));
+                if (progress || !stall_timer_) {
+                    const int r = rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
+                                              guarded("stall timer", [this] { on_stalled(); }));
+                    // A client that could stall unbounded is not served.
+                    if (r < 0) return on_event_failure(r, "cannot arm the stall timer");
+                }
                 break;
             case OutputQueue::Flush::Failed:
                 // The client is gone: what it did not take is dropped, and nothing more is sent.
@@ -518,7 +521,14 @@ void Connection::update_socket_events() {
         if (reading() && !waiter_) events |= EPOLLIN;
     }
     if (!out_.empty()) events |= EPOLLOUT;
-    set_io_events(socket_source_, events);
+    if (const int r = set_io_events(socket_source_, events); r < 0) on_event_failure(r, "cannot watch the socket");
+}
+
+// The loop could not watch or time this connection (out of memory): it ends, as a failure
+// of its own, never the daemon's.
+void Connection::on_event_failure(int r, const char* what) {
+    log_error_errno(r, what, {{"PEER_PID", std::to_string(peer_pid())}});
+    close();
 }
 
 // Leaves the session this connection is attached to, if any. `disconnected`: without a
@@ -559,9 +569,11 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
     last_queued_ = true;
     flush_output();
     // A client that never reads its ERROR is cut at the operation timeout.
-    if (phase_ != Phase::Closed && !stall_timer_)
-        rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
-                    guarded("error timer", [this] { close(); }));
+    if (phase_ != Phase::Closed && !stall_timer_) {
+        const int r = rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
+                                  guarded("error timer", [this] { close(); }));
+        if (r < 0) on_event_failure(r, "cannot arm the error timer");
+    }
 }
 
 void Connection::shut_down() {
@@ -593,7 +605,9 @@ void Connection::dispose_client_fds() {
         fds->clear();
         check.reset();
     }, fds_disposed_);
-    add_timer(server_.event(), dispose_timer_, kDisposeWaitUsec, guarded("dispose timer", [this] { release_output(); }));
+    // Without the timer, output would wait for the worker alone: send it now instead.
+    if (add_timer(server_.event(), dispose_timer_, kDisposeWaitUsec, guarded("dispose timer", [this] { release_output(); })) < 0)
+        release_output();
 }
 
 void Connection::release_output() {

@@ -129,6 +129,7 @@ private:
     void flush_output();
     void update_socket_events();
     void on_stalled();
+    void on_event_failure(int r, const char* what);
     void leave_session(bool disconnected);
 
     // End.

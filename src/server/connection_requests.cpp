@@ -73,6 +73,8 @@ void Connection::handle_attach(const protocol::Frame& frame) {
         case AttachDecision::Attach:
         case AttachDecision::AttachTakingOver: break;
     }
+    if (wanted == Role::Observer && !session->has_reader_room())
+        return send_error(ErrorCode::Busy, "the session has " + std::to_string(Session::kMaxReaders) + " readers already");
     leave_handshake();
     handshake_timer_.reset();
     session_ = session;
@@ -167,6 +169,8 @@ void Connection::handle_wait(const protocol::Frame& frame) {
     if (!request) return send_error(ErrorCode::BadFrame, "WAIT: " + request.error);
     Session* session = find_session(request.value->id, Request::Wait);
     if (!session) return;
+    if (!session->has_reader_room())
+        return send_error(ErrorCode::Busy, "the session has " + std::to_string(Session::kMaxReaders) + " readers already");
     auto waiter = std::make_unique<WaitCondition>();
     waiter->request = std::move(*request.value);
     if (waiter->request.what == protocol::WaitRequest::For::Text) {
@@ -183,11 +187,16 @@ void Connection::handle_wait(const protocol::Frame& frame) {
     cursor_ = session->log().end();  // a waiter holds nothing back
     session->attach(this, Role::Observer);
     waiter_ = std::move(waiter);
-    add_timer(server_.event(), wait_timer_, waiter_->request.timeout_ms * 1000,
-              guarded("wait timeout", [this] { finish_wait(false, "timeout"); }));
-    if (waiter_->request.what == protocol::WaitRequest::For::Quiet)
-        add_timer(server_.event(), quiet_timer_, waiter_->request.quiet_ms * 1000,
-                  guarded("quiet", [this] { finish_wait(true, "quiet"); }));
+    if (const int r = add_timer(server_.event(), wait_timer_, waiter_->request.timeout_ms * 1000,
+                                guarded("wait timeout", [this] { finish_wait(false, "timeout"); }));
+        r < 0)
+        return on_event_failure(r, "cannot arm the wait timeout");
+    if (waiter_->request.what == protocol::WaitRequest::For::Quiet) {
+        if (const int r = add_timer(server_.event(), quiet_timer_, waiter_->request.quiet_ms * 1000,
+                                    guarded("quiet", [this] { finish_wait(true, "quiet"); }));
+            r < 0)
+            return on_event_failure(r, "cannot arm the quiet timer");
+    }
     update_socket_events();
     check_wait();
 }
@@ -207,6 +216,8 @@ void Connection::handle_kill(const protocol::Frame& frame) {
         return reply(FrameType::Killed, protocol::encode(protocol::KillReply{session->id(), wire_state(*session), {}}));
     }
     // No signal: end the session as STOP does, and answer once it has ended.
+    if (!session->has_reader_room())
+        return send_error(ErrorCode::Busy, "the session has " + std::to_string(Session::kMaxReaders) + " readers already");
     auto waiter = std::make_unique<WaitCondition>();
     waiter->kill = true;
     waiter->request.what = protocol::WaitRequest::For::Exit;
@@ -246,8 +257,10 @@ void Connection::check_wait() {
     if (w.request.what == For::Quiet && log.end() != w.seen_end) {
         // Output: the quiet starts over.
         w.seen_end = log.end();
-        rearm_timer(server_.event(), quiet_timer_, w.request.quiet_ms * 1000,
-                    guarded("quiet", [this] { finish_wait(true, "quiet"); }));
+        if (const int r = rearm_timer(server_.event(), quiet_timer_, w.request.quiet_ms * 1000,
+                                      guarded("quiet", [this] { finish_wait(true, "quiet"); }));
+            r < 0)
+            return on_event_failure(r, "cannot arm the quiet timer");
     }
     if (session.state() == Session::State::Ended) {
         if (w.kill || w.request.what == For::Exit) return finish_wait(true, "exit");

@@ -192,8 +192,8 @@ void Session::write_held_input() {
 
 bool Session::resize(protocol::WindowSize size) {
     if (!master_) return false;
+    if (set_window_size(master_.get(), size) < 0) return false;
     size_ = size;
-    set_window_size(master_.get(), size);
     return true;
 }
 
@@ -247,7 +247,13 @@ void Session::update_terminal_events() {
     std::uint32_t events = 0;
     if (started_ && !terminal_closed_ && !paused_for_controller()) events |= EPOLLIN;
     if (!held_input_.empty() && state_ == State::Running && !terminal_closed_) events |= EPOLLOUT;
-    set_io_events(terminal_source_, events);
+    if (const int r = set_io_events(terminal_source_, events); r < 0) {
+        // A terminal the loop cannot watch is a terminal the session has lost.
+        log_error_errno(r, "cannot watch the terminal", {{"UNIT", unit_}});
+        terminal_closed_ = true;
+        terminal_source_.reset();
+        stop(ExitReason::OutputFailed);
+    }
 }
 
 // ---- End ---------------------------------------------------------------------------------
@@ -302,10 +308,11 @@ void Session::on_stopped(bool ok, const std::string& why) {
 }
 
 void Session::start_drain_timer() {
-    add_timer(server_.event(), drain_timer_, usec(server_.config().timeouts.drain), guarded("drain timer", [this] {
+    const int r = add_timer(server_.event(), drain_timer_, usec(server_.config().timeouts.drain), guarded("drain timer", [this] {
         drain_expired_ = true;
         maybe_finish();
     }));
+    if (r < 0) drain_expired_ = true;  // no timer to wait for: do not wait
 }
 
 void Session::maybe_finish() {

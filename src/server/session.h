@@ -58,6 +58,10 @@ protected:
 class Session {
 public:
     enum class State { Starting, Running, Ending, Ended };
+    // Observers and waiters at once, besides the controller: each costs the loop work for
+    // every byte the session writes, so their number is bounded (systemd-ptybrokerd has 16
+    // monitors too). A controller may always attach, by taking over.
+    static constexpr std::size_t kMaxReaders = 16;
 
     Session(Server& server, std::string unit, bool detached);
     ~Session();
@@ -95,6 +99,8 @@ public:
     void detach(SessionClient* client, bool disconnected);
     [[nodiscard]] SessionClient* controller() const { return controller_; }
     [[nodiscard]] std::size_t clients() const { return clients_.size(); }
+    // Whether one more observer or waiter may attach.
+    [[nodiscard]] bool has_reader_room() const { return clients_.size() - (controller_ ? 1 : 0) < kMaxReaders; }
     // The session no longer ends with its controller's connection.
     void make_detached();
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/log.h"
 #include "server/server.h"
 
 namespace ptyvisor::server {
@@ -89,7 +90,9 @@ void SessionRegistry::arm_expiry() {
     }
     const std::uint64_t due = first + to_usec(server_.config().timeouts.retention);
     const std::uint64_t now = now_usec(server_.event());
-    rearm_timer(server_.event(), expiry_timer_, due > now ? due - now : 0, [this] { expire(); });
+    // Without the timer, exited sessions stay until another one ends (bounded by max_sessions).
+    if (const int r = rearm_timer(server_.event(), expiry_timer_, due > now ? due - now : 0, [this] { expire(); }); r < 0)
+        log_error_errno(r, "cannot arm the retention timer");
 }
 
 void SessionRegistry::expire() {

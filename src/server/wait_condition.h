@@ -19,7 +19,7 @@
 namespace ptyvisor::server {
 
 struct WaitCondition {
-    static constexpr std::uint64_t kOverlap = 64 * 1024;
+    static constexpr std::uint64_t kOverlap = 16 * 1024;
 
     protocol::WaitRequest request;
     bool kill = false;                  // a KILL: KILLED once the session has ended

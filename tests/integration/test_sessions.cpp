@@ -492,8 +492,9 @@ TEST_F(Sessions, ASlowObserverNeverSlowsTheProgramAndIsToldWhatItLost) {
     ASSERT_TRUE(r->matched) << r->reason;
     EXPECT_EQ(r->offset, seq_output(1000000).size()) << "the program wrote everything, unslowed";
     // Now the observer reads: ATTACHED, some OUTPUT, a DROPPED, and the rest, all in order.
-    ASSERT_TRUE(expect_attached(*o));
-    std::uint64_t at = 0;
+    const auto attached = expect_attached(*o);
+    ASSERT_TRUE(attached);
+    std::uint64_t at = attached->offset;  // the log's start when the ATTACH was served
     bool dropped = false;
     while (at < r->offset) {
         auto in = o->next(kReply);
