@@ -626,8 +626,12 @@ void Connection::leave_handshake() {
 
 void Connection::abandon() {
     // The registry lets go of every session itself, without stopping it: its processes keep
-    // running (backend.h), and the next run's cleanup_orphans() ends them.
-    session_ = nullptr;
+    // running (backend.h), and the next run's cleanup_orphans() ends them. Detached without a
+    // disconnect, so that nothing is stopped from here.
+    if (Session* session = session_) {
+        session_ = nullptr;
+        session->detach(this, /*disconnected=*/false);
+    }
     close();
 }
 

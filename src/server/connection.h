@@ -76,6 +76,8 @@ public:
     void evict();
     // Closes at once (fail-closed path); the session, if any, is the registry's to drop.
     void abandon();
+    // The server is being destroyed: forget the session without detaching from it.
+    void forget_session() { session_ = nullptr; }
 
     [[nodiscard]] Phase phase() const { return phase_; }
     [[nodiscard]] pid_t peer_pid() const { return peer_.cred.pid; }

@@ -98,7 +98,12 @@ bool Server::in_observer_group(const PeerIdentity& peer) const {
 }
 
 Server::~Server() {
-    // Connections first: their sessions unregister from the backend as they go.
+    // Sessions and connections point at each other: untie them without callbacks, then
+    // connections go first, then (as a member) the registry and its sessions, whose
+    // processes are left to the next run's cleanup_orphans() (backend.h).
+    sessions_.forget_clients();
+    for (const auto& [raw, c] : connections_) c->forget_session();
+    for (const auto& c : retired_) c->forget_session();
     connections_.clear();
     retired_.clear();
 }

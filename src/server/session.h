@@ -103,6 +103,11 @@ public:
     [[nodiscard]] bool has_reader_room() const { return clients_.size() - (controller_ ? 1 : 0) < kMaxReaders; }
     // The session no longer ends with its controller's connection.
     void make_detached();
+    // Drops every client without a word (the server is being destroyed).
+    void forget_clients() {
+        clients_.clear();
+        controller_ = nullptr;
+    }
 
     // Controller actions.
     void write_input(std::span<const std::uint8_t> bytes);

@@ -120,6 +120,11 @@ void SessionRegistry::shut_down() {
     }
 }
 
+void SessionRegistry::forget_clients() {
+    for (const auto& [id, s] : sessions_) s->forget_clients();
+    for (const auto& s : doomed_) s->forget_clients();
+}
+
 void SessionRegistry::abandon_all() {
     for (const auto& [id, s] : sessions_) s->abandon();
     sessions_.clear();

@@ -40,6 +40,8 @@ public:
     void shut_down();
     // Fail-closed: every session is dropped without cleanup.
     void abandon_all();
+    // The server is being destroyed: sessions forget their clients, without telling them.
+    void forget_clients();
 
 private:
     void review(Session* session);
