@@ -2,6 +2,7 @@
 // subcommands; see run_command.h and status_command.h.
 #include <CLI/CLI.hpp>
 
+#include "cli/relay.h"
 #include "cli/run_command.h"
 #include "cli/standard_fds.h"
 #include "cli/status_command.h"
@@ -9,8 +10,7 @@
 
 namespace {
 
-// Our own failures, usage errors included, exit 255: every other status is the command's.
-constexpr int kFailure = 255;
+using ptyvisor::cli::kFailure;
 
 void add_socket_option(CLI::App& app, std::optional<std::string>& socket) {
     app.add_option("--socket", socket,
@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--size", run.size, "terminal size COLSxROWS (default: our terminal's, else 80x24)");
     run_cmd->add_option("--term", run.term, "TERM for the session (default: our TERM, else dumb)");
     run_cmd->add_flag("-q,--quiet", run.quiet, "do not report how a session ended");
+    run_cmd->add_flag("-d,--detach", run.detach,
+                      "start the session in the background: print its id and exit once it runs");
     run_cmd->add_option("command", run.command, "the command and its arguments (after --)")->required();
     // Everything from the command on is the command's, options included.
     run_cmd->positionals_at_end();
