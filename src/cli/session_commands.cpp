@@ -203,7 +203,11 @@ int wait_status(const protocol::WaitReply& reply, protocol::WaitRequest::For wha
     using For = protocol::WaitRequest::For;
     message.clear();
     if (reply.reason == "timeout") return kTimedOut;
-    if (reply.reason == "exit" && reply.exit) return reply.exit->shell_status();
+    if (reply.reason == "exit") {
+        if (reply.exit) return reply.exit->shell_status();
+        message = "ptyvisor: the session ended, but the daemon did not say how";
+        return kFailure;
+    }
     if ((reply.reason == "quiet" && what == For::Quiet) || (reply.reason == "text" && what == For::Text)) return 0;
     if (reply.reason == "exited") {
         message = std::string("ptyvisor: the session exited (status ") +

@@ -170,6 +170,8 @@ TEST(WaitStatus, ExitingBeforeTheConditionIsOneWithAMessage) {
     EXPECT_EQ(wait_status(waited("gone"), For::Exit, message), 255);
     EXPECT_FALSE(message.empty());
     EXPECT_EQ(wait_status(waited("something new"), For::Exit, message), 255);
+    EXPECT_EQ(wait_status(waited("exit"), For::Exit, message), 255) << "an exit without its status";
+    EXPECT_NE(message.find("did not say"), std::string::npos) << message;
 }
 
 }  // namespace
