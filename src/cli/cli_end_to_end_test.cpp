@@ -29,6 +29,7 @@
 #include "protocol/frame.h"
 #include "protocol/frame_decoder.h"
 #include "protocol/payloads.h"
+#include "protocol/session_payloads.h"
 
 extern char** environ;
 
@@ -519,6 +520,197 @@ TEST(CliStatus, RefusesAMalformedReport) {
         EXPECT_EQ(read_all(err.read.get()),
                   "ptyvisor: protocol error from the daemon: bad STATUS payload: 'version' is missing\n");
     }
+}
+
+TEST(CliHelp, EverySubcommandHasHelpAndTakesASocket) {
+    for (const char* sub : {"run", "status", "ls", "attach", "logs", "send", "wait", "kill"}) {
+        auto out = make_pipe();
+        auto err = make_pipe();
+        UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        Client c = Client::spawn({sub, "--help"}, in.get(), out.write.get(), err.write.get(), "/unused");
+        out.write.reset();
+        err.write.reset();
+        const std::string text = read_all(out.read.get());
+        EXPECT_EQ(c.wait(), 0) << sub;
+        EXPECT_NE(text.find("--socket"), std::string::npos) << sub << ": " << text;
+        EXPECT_EQ(read_all(err.read.get()), "") << sub;
+    }
+}
+
+const std::string kId = "0123456789abcdef0123456789abcdef";
+
+TEST(CliRunDetach, StartsDetachedAndPrintsTheIdAlone) {
+    FakeDaemon daemon;
+    auto in = make_pipe();  // never read: a detached run takes no input
+    const auto r = run_client(daemon, {"run", "--detach", "--", "npm", "run", "dev"}, in.read.get(),
+                              [&](Peer& peer, pid_t) {
+        const auto start = expect_start(peer);
+        EXPECT_EQ(start.argv, (std::vector<std::string>{"npm", "run", "dev"}));
+        EXPECT_TRUE(start.detach);
+        peer.send(FrameType::Started, protocol::encode(protocol::Started{"ptyvisor-" + kId + ".service", 99, kId}));
+        EXPECT_FALSE(peer.next().has_value()) << "nothing after START: the client closes";
+    });
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(r.out, kId + "\n");
+    EXPECT_EQ(r.err, "");
+}
+
+TEST(CliRunDetach, AnErrorIs255WithTheReason) {
+    FakeDaemon daemon;
+    UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    const auto r = run_client(daemon, {"run", "-d", "--", "nope"}, in.get(), [&](Peer& peer, pid_t) {
+        expect_start(peer);
+        peer.send(FrameType::Error, protocol::encode(protocol::ErrorReply{protocol::ErrorCode::StartFailed,
+                                                                          "nope: command not found"}));
+    });
+    EXPECT_EQ(r.status, 255);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err, "ptyvisor: nope: command not found (start_failed)\n");
+}
+
+protocol::AttachRequest expect_attach(Peer& peer) {
+    auto f = peer.next();
+    EXPECT_TRUE(f && f->type == FrameType::Attach);
+    if (!f || f->type != FrameType::Attach) return {};
+    EXPECT_TRUE(peer.fds.empty());
+    auto d = protocol::decode_attach(f->text());
+    EXPECT_TRUE(d) << d.error;
+    return d ? *d.value : protocol::AttachRequest{};
+}
+
+void attached(Peer& peer, bool observe, std::uint64_t offset) {
+    protocol::AttachedReply a;
+    a.id = kId;
+    a.unit = "ptyvisor-" + kId + ".service";
+    a.pid = 99;
+    a.observe = observe;
+    a.start = offset;
+    a.end = offset;
+    a.offset = offset;
+    peer.send(FrameType::Attached, protocol::encode(a));
+}
+
+TEST(CliAttach, ReplaysFromTheStartForwardsInputAndTheDetachKeysDetach) {
+    FakeDaemon daemon;
+    auto in = make_pipe();
+    const auto r = run_client(daemon, {"attach", kId}, in.read.get(), [&](Peer& peer, pid_t) {
+        const auto a = expect_attach(peer);
+        EXPECT_EQ(a.id, kId);
+        EXPECT_EQ(a.from, (protocol::LogPosition{protocol::LogPosition::Kind::Start, 0}));
+        EXPECT_FALSE(a.observe);
+        EXPECT_FALSE(a.takeover);
+        attached(peer, false, 0);
+        peer.send(FrameType::Output, "the screen so far");
+        const std::string typed = std::string("ls\x10x\x10\x11") + "never sent";
+        ASSERT_EQ(::write(in.write.get(), typed.data(), typed.size()), static_cast<ssize_t>(typed.size()));
+        EXPECT_EQ(peer.input(4), "ls\x10x") << "a ^P that does not begin the sequence is passed on";
+        auto f = peer.next();
+        ASSERT_TRUE(f);
+        EXPECT_EQ(f->type, FrameType::Detach) << "then DETACH, and nothing of the keys";
+        peer.send(FrameType::Detached, protocol::encode(protocol::DetachedReply{17, "detached"}));
+    });
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(r.out, "the screen so far");
+    EXPECT_EQ(r.err, "");
+}
+
+TEST(CliAttach, AnObserverSendsNoInput) {
+    FakeDaemon daemon;
+    auto in = make_pipe();
+    const auto r = run_client(daemon, {"attach", "--observe", "--from", "5", kId}, in.read.get(),
+                              [&](Peer& peer, pid_t) {
+        const auto a = expect_attach(peer);
+        EXPECT_TRUE(a.observe);
+        EXPECT_EQ(a.from, (protocol::LogPosition{protocol::LogPosition::Kind::Offset, 5}));
+        attached(peer, true, 5);
+        peer.send(FrameType::Output, "out");
+        // One read: what the observer typed, then the detach keys.
+        ASSERT_EQ(::write(in.write.get(), "typed\n\x10\x11", 8), 8);
+        auto f = peer.next();
+        ASSERT_TRUE(f);
+        EXPECT_EQ(f->type, FrameType::Detach) << "no INPUT from an observer";
+        peer.send(FrameType::Detached, protocol::encode(protocol::DetachedReply{8, "detached"}));
+    });
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(r.out, "out");
+}
+
+TEST(CliAttach, SigtermDetachesInsteadOfStopping) {
+    for (const bool observe : {false, true}) {
+        FakeDaemon daemon;
+        auto in = make_pipe();
+        std::vector<std::string> args{"attach", kId};
+        if (observe) args.insert(args.begin() + 1, "--observe");
+        const auto r = run_client(daemon, args, in.read.get(), [&](Peer& peer, pid_t pid) {
+            expect_attach(peer);
+            attached(peer, observe, 0);
+            ::kill(pid, SIGTERM);
+            auto f = peer.next();
+            ASSERT_TRUE(f);
+            EXPECT_EQ(f->type, FrameType::Detach) << "the session goes on without us";
+            peer.send(FrameType::Detached, protocol::encode(protocol::DetachedReply{0, "detached"}));
+        });
+        EXPECT_EQ(r.status, 0) << observe;
+        EXPECT_EQ(r.err, "") << observe;
+    }
+}
+
+TEST(CliAttach, TheSessionsEndIsOurStatusAndATakeoverIsSaid) {
+    FakeDaemon daemon;
+    UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    auto r = run_client(daemon, {"attach", "--takeover", "--from", "tail", kId}, in.get(), [&](Peer& peer, pid_t) {
+        const auto a = expect_attach(peer);
+        EXPECT_TRUE(a.takeover);
+        EXPECT_EQ(a.from.kind, protocol::LogPosition::Kind::Tail);
+        attached(peer, false, 0);
+        peer.exit_code(42);
+    });
+    EXPECT_EQ(r.status, 42);
+    EXPECT_EQ(r.err, "");
+    r = run_client(daemon, {"attach", kId}, in.get(), [&](Peer& peer, pid_t) {
+        expect_attach(peer);
+        attached(peer, false, 0);
+        peer.send(FrameType::Detached, protocol::encode(protocol::DetachedReply{0, "taken_over"}));
+    });
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(r.err, "ptyvisor: another client took over the session\n");
+}
+
+TEST(CliAttach, BadOptionsAre255BeforeAnyConnection) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"attach", "--detach-keys", "ctrl-1", kId}, {"attach", "--from", "middle", kId},
+          {"attach", "ABC"}, {"attach", "--observe", "--takeover", kId}}) {
+        auto out = make_pipe();
+        auto err = make_pipe();
+        UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        Client c = Client::spawn(args, in.get(), out.write.get(), err.write.get(), "/nonexistent/never.sock");
+        out.write.reset();
+        err.write.reset();
+        const std::string text = read_all(err.read.get());
+        EXPECT_EQ(c.wait(), 255) << args[1];
+        EXPECT_EQ(text.find("cannot connect"), std::string::npos) << text;
+        EXPECT_FALSE(text.empty());
+    }
+}
+
+TEST(CliLogs, FollowSaysWhatWasDroppedAndEndsWithZero) {
+    FakeDaemon daemon;
+    UniqueFd in(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    const auto r = run_client(daemon, {"logs", "--follow", kId}, in.get(), [&](Peer& peer, pid_t) {
+        const auto a = expect_attach(peer);
+        EXPECT_TRUE(a.observe);
+        EXPECT_EQ(a.from.kind, protocol::LogPosition::Kind::Start);
+        attached(peer, true, 100);
+        peer.send(FrameType::Output, "abc");
+        peer.send(FrameType::Dropped, protocol::encode(protocol::DroppedNotice{200, 97}));
+        peer.send(FrameType::Output, "def");
+        peer.exit_code(3);
+    });
+    EXPECT_EQ(r.status, 0) << "following ends with 0, whatever the session's status";
+    EXPECT_EQ(r.out, "abcdef");
+    EXPECT_EQ(r.err,
+              "ptyvisor: output before offset 100 was dropped; showing from 100\n"
+              "ptyvisor: 97 bytes of output were dropped (this client fell behind); continuing from offset 200\n");
 }
 
 }  // namespace

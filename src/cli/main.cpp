@@ -1,22 +1,27 @@
 // ptyvisor: the command-line client of ptyvisord. This file only wires CLI11 to the
-// subcommands; see run_command.h and status_command.h.
+// subcommands; see run_command.h, status_command.h and session_commands.h.
 #include <CLI/CLI.hpp>
 
+#include "cli/relay.h"
 #include "cli/run_command.h"
+#include "cli/session_commands.h"
 #include "cli/standard_fds.h"
 #include "cli/status_command.h"
 #include "client/default_socket.h"
 
 namespace {
 
-// Our own failures, usage errors included, exit 255: every other status is the command's.
-constexpr int kFailure = 255;
+using ptyvisor::cli::kFailure;
 
 void add_socket_option(CLI::App& app, std::optional<std::string>& socket) {
     app.add_option("--socket", socket,
                    std::string("the daemon's socket (default: $") +
                        ptyvisor::client::kSocketEnvironmentVariable + ", else " +
                        ptyvisor::client::kDefaultSocketPath + ")");
+}
+
+void add_id(CLI::App& app, std::string& id) {
+    app.add_option("id", id, "the session's id (32 hex digits, as run --detach and ls print it)")->required();
 }
 
 }  // namespace
@@ -37,6 +42,8 @@ int main(int argc, char** argv) {
     run_cmd->add_option("--size", run.size, "terminal size COLSxROWS (default: our terminal's, else 80x24)");
     run_cmd->add_option("--term", run.term, "TERM for the session (default: our TERM, else dumb)");
     run_cmd->add_flag("-q,--quiet", run.quiet, "do not report how a session ended");
+    run_cmd->add_flag("-d,--detach", run.detach,
+                      "start the session in the background: print its id and exit once it runs");
     run_cmd->add_option("command", run.command, "the command and its arguments (after --)")->required();
     // Everything from the command on is the command's, options included.
     run_cmd->positionals_at_end();
@@ -46,6 +53,60 @@ int main(int argc, char** argv) {
     add_socket_option(*status_cmd, status.socket);
     status_cmd->add_flag("--json", status.json, "print the daemon's JSON report as it is");
 
+    ptyvisor::cli::ListOptions list;
+    auto* ls_cmd = app.add_subcommand("ls", "List sessions, running and recently exited");
+    add_socket_option(*ls_cmd, list.socket);
+    ls_cmd->add_flag("--json", list.json, "print a JSON array of sessions instead of a table");
+
+    ptyvisor::cli::AttachOptions attach;
+    auto* attach_cmd = app.add_subcommand(
+        "attach", "Attach our terminal to a session, as run does; the detach keys leave it running");
+    add_socket_option(*attach_cmd, attach.socket);
+    auto* observe = attach_cmd->add_flag("--observe", attach.observe, "watch only: our input is not sent");
+    attach_cmd->add_option("--from", attach.from,
+                           "where the output begins: start (replay what the log holds), tail, or an offset")
+        ->capture_default_str();
+    attach_cmd->add_option("--detach-keys", attach.detach_keys,
+                           "keys that detach: comma-separated ctrl-X or single characters, \"\" for none")
+        ->capture_default_str();
+    attach_cmd->add_flag("--takeover", attach.takeover, "take the place of the attached controller")
+        ->excludes(observe);
+    add_id(*attach_cmd, attach.id);
+
+    ptyvisor::cli::LogsOptions logs;
+    auto* logs_cmd = app.add_subcommand("logs", "Print a session's output, as its log holds it");
+    add_socket_option(*logs_cmd, logs.socket);
+    logs_cmd->add_option("--from", logs.from, "start, or a byte offset (tail with --follow)")->capture_default_str();
+    logs_cmd->add_flag("-f,--follow", logs.follow, "then print new output as it comes, until the session ends");
+    add_id(*logs_cmd, logs.id);
+
+    ptyvisor::cli::SendOptions send;
+    auto* send_cmd = app.add_subcommand("send", "Type text into a session without attaching");
+    add_socket_option(*send_cmd, send.socket);
+    send_cmd->add_flag("--keys", send.keys,
+                       "tmux send-keys style: each argument is a key name (Enter, C-c, M-x, Up, F1, ...) "
+                       "or text, sent one after the other without spaces");
+    add_id(*send_cmd, send.id);
+    send_cmd->add_option("text", send.text, "the text, joined by spaces (after the id)")->required();
+    // After the id, every argument is text, "-x" included.
+    send_cmd->positionals_at_end();
+
+    ptyvisor::cli::WaitOptions wait;
+    auto* wait_cmd = app.add_subcommand("wait", "Wait for a session to exit, go quiet or print a text");
+    add_socket_option(*wait_cmd, wait.socket);
+    wait_cmd->add_option("--timeout", wait.timeout, "give up after this many seconds, with status 124");
+    wait_cmd->add_option("--for", wait.condition, "exit, quiet:MS or text:REGEX (RE2 over the raw output)")
+        ->capture_default_str();
+    wait_cmd->add_option("--from", wait.from, "for text: search from start (default), tail or an offset");
+    add_id(*wait_cmd, wait.id);
+
+    ptyvisor::cli::KillOptions kill;
+    auto* kill_cmd = app.add_subcommand("kill", "End a session, or send a signal to its processes");
+    add_socket_option(*kill_cmd, kill.socket);
+    kill_cmd->add_option("-s,--signal", kill.signal,
+                         "signal every process of the session (TERM, SIGINT, KILL, 9, ...) instead of ending it");
+    add_id(*kill_cmd, kill.id);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -53,5 +114,11 @@ int main(int argc, char** argv) {
         return code == 0 ? 0 : kFailure;
     }
     if (*run_cmd) return ptyvisor::cli::run_command(run);
+    if (*ls_cmd) return ptyvisor::cli::list_command(list);
+    if (*attach_cmd) return ptyvisor::cli::attach_command(attach);
+    if (*logs_cmd) return ptyvisor::cli::logs_command(logs);
+    if (*send_cmd) return ptyvisor::cli::send_command(send);
+    if (*wait_cmd) return ptyvisor::cli::wait_command(wait);
+    if (*kill_cmd) return ptyvisor::cli::kill_command(kill);
     return ptyvisor::cli::status_command(status);
 }

@@ -1,5 +1,6 @@
-// The pure parts of `ptyvisor run`'s option handling: parsing --size and -e, building the
-// session's environment, choosing TERM and the socket path. No I/O here, so all of it is
+// The pure parts of the CLI's option handling: parsing --size and -e, building the session's
+// environment, choosing TERM and the socket path; and for the session commands, --from,
+// --for, --timeout and signal names. No I/O here, so all of it is
 // unit-tested (options_test.cpp). A bad option value is false with `why`, a message that
 // names the option and the value (docs/architecture.md, "Error conventions").
 #pragma once
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "protocol/payloads.h"
+#include "protocol/session_payloads.h"
 
 namespace ptyvisor::cli {
 
@@ -38,5 +40,23 @@ std::string resolve_term(const std::optional<std::string>& flag,
 
 // --socket, else $PTYVISOR_SOCKET (when non-empty), else the daemon's default.
 std::string resolve_socket_path(const std::optional<std::string>& flag, const char* env_value);
+
+// A session id as the commands take it: 32 lowercase hex digits. False with `why` otherwise.
+bool check_session_id(std::string_view text, std::string& why);
+
+// --from: "start", "tail" or an offset (decimal, unsigned 64-bit), into `out`. False with `why`.
+bool parse_log_position(std::string_view text, protocol::LogPosition& out, std::string& why);
+
+// --for of `ptyvisor wait`: "exit", "quiet:MS" (1..86400000) or "text:REGEX" (a non-empty
+// pattern of at most 1024 bytes), into `out`'s what, quiet_ms and pattern. False with `why`.
+bool parse_wait_condition(std::string_view text, protocol::WaitRequest& out, std::string& why);
+
+// --timeout of `ptyvisor wait`: seconds, a decimal number such as 30 or 0.5, at most 86400,
+// into milliseconds (rounded up). False with `why`.
+bool parse_timeout_seconds(std::string_view text, std::uint64_t& milliseconds, std::string& why);
+
+// -s of `ptyvisor kill`: a name with or without SIG, in any case (TERM, SIGTERM, int), or a
+// number 1..64, into `out`. False with `why`.
+bool parse_signal(std::string_view text, int& out, std::string& why);
 
 }  // namespace ptyvisor::cli

@@ -1,5 +1,7 @@
 #include "cli/options.h"
 
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include "client/default_socket.h"
@@ -86,6 +88,111 @@ TEST(ResolveSocketPath, FlagThenEnvironmentThenDefault) {
     EXPECT_EQ(resolve_socket_path(std::nullopt, "/b.sock"), "/b.sock");
     EXPECT_EQ(resolve_socket_path(std::nullopt, ""), client::kDefaultSocketPath);
     EXPECT_EQ(resolve_socket_path(std::nullopt, nullptr), "/run/ptyvisor/ptyvisor.sock");
+}
+
+TEST(CheckSessionId, ThirtyTwoLowercaseHexDigits) {
+    std::string why;
+    EXPECT_TRUE(check_session_id("0123456789abcdef0123456789abcdef", why)) << why;
+    for (const std::string bad : {"", "0123456789abcdef", "0123456789ABCDEF0123456789ABCDEF",
+                                  "0123456789abcdef0123456789abcdeg", "0123456789abcdef0123456789abcdef0"}) {
+        EXPECT_FALSE(check_session_id(bad, why)) << bad;
+        EXPECT_NE(why.find("'" + bad + "'"), std::string::npos) << why;
+    }
+}
+
+TEST(ParseLogPosition, StartTailOrAnOffset) {
+    using Kind = protocol::LogPosition::Kind;
+    protocol::LogPosition p;
+    std::string why;
+    ASSERT_TRUE(parse_log_position("start", p, why));
+    EXPECT_EQ(p, (protocol::LogPosition{Kind::Start, 0}));
+    ASSERT_TRUE(parse_log_position("tail", p, why));
+    EXPECT_EQ(p, (protocol::LogPosition{Kind::Tail, 0}));
+    ASSERT_TRUE(parse_log_position("0", p, why));
+    EXPECT_EQ(p, (protocol::LogPosition{Kind::Offset, 0}));
+    ASSERT_TRUE(parse_log_position("18446744073709551615", p, why));
+    EXPECT_EQ(p, (protocol::LogPosition{Kind::Offset, 18446744073709551615ull}));
+    for (const std::string bad : {"", "Start", "end", "-1", "1e3", "12 ", "18446744073709551616", "0x10"}) {
+        p = {Kind::Tail, 7};
+        EXPECT_FALSE(parse_log_position(bad, p, why)) << bad;
+        EXPECT_NE(why.find("'" + bad + "'"), std::string::npos) << why;
+        EXPECT_EQ(p, (protocol::LogPosition{Kind::Tail, 7})) << "untouched on failure";
+    }
+}
+
+TEST(ParseWaitCondition, ExitQuietOrText) {
+    using For = protocol::WaitRequest::For;
+    protocol::WaitRequest w;
+    std::string why;
+    ASSERT_TRUE(parse_wait_condition("quiet:500", w, why)) << why;
+    EXPECT_EQ(w.what, For::Quiet);
+    EXPECT_EQ(w.quiet_ms, 500u);
+    ASSERT_TRUE(parse_wait_condition("text:listening on [0-9]+", w, why)) << why;
+    EXPECT_EQ(w.what, For::Text);
+    EXPECT_EQ(w.pattern, "listening on [0-9]+");
+    ASSERT_TRUE(parse_wait_condition("text:a:b", w, why)) << why;
+    EXPECT_EQ(w.pattern, "a:b") << "only the first colon separates";
+    ASSERT_TRUE(parse_wait_condition("exit", w, why)) << why;
+    EXPECT_EQ(w.what, For::Exit);
+    ASSERT_TRUE(parse_wait_condition("quiet:86400000", w, why)) << why;
+    for (const std::string bad : {"", "exit:1", "quiet", "quiet:", "quiet:0", "quiet:86400001", "quiet:1s", "text:",
+                                  "Exit", "output:x"}) {
+        EXPECT_FALSE(parse_wait_condition(bad, w, why)) << bad;
+        EXPECT_FALSE(why.empty());
+    }
+    EXPECT_FALSE(parse_wait_condition("text:" + std::string(1025, 'x'), w, why));
+    EXPECT_TRUE(parse_wait_condition("text:" + std::string(1024, 'x'), w, why)) << why;
+}
+
+TEST(ParseTimeoutSeconds, SecondsIntoMilliseconds) {
+    std::uint64_t ms = 7;
+    std::string why;
+    ASSERT_TRUE(parse_timeout_seconds("30", ms, why)) << why;
+    EXPECT_EQ(ms, 30000u);
+    ASSERT_TRUE(parse_timeout_seconds("0.5", ms, why)) << why;
+    EXPECT_EQ(ms, 500u);
+    ASSERT_TRUE(parse_timeout_seconds("0", ms, why)) << why;
+    EXPECT_EQ(ms, 0u);
+    ASSERT_TRUE(parse_timeout_seconds(".25", ms, why)) << why;
+    EXPECT_EQ(ms, 250u);
+    ASSERT_TRUE(parse_timeout_seconds("0.0001", ms, why)) << why;
+    EXPECT_EQ(ms, 1u) << "rounded up: a timeout never shorter than asked";
+    ASSERT_TRUE(parse_timeout_seconds("86400", ms, why)) << why;
+    EXPECT_EQ(ms, 86400000u);
+    for (const std::string bad : {"", ".", "-1", "1e3", "inf", "nan", "86400.5", "1s", " 1", "1.2.3"}) {
+        ms = 7;
+        EXPECT_FALSE(parse_timeout_seconds(bad, ms, why)) << bad;
+        EXPECT_NE(why.find("'" + bad + "'"), std::string::npos) << why;
+        EXPECT_EQ(ms, 7u) << "untouched on failure";
+    }
+}
+
+TEST(ParseSignal, NamesWithOrWithoutSigAndNumbers) {
+    const auto signal_of = [](std::string_view text) {
+        int sig = -1;
+        std::string why;
+        EXPECT_TRUE(parse_signal(text, sig, why)) << text << ": " << why;
+        return sig;
+    };
+    EXPECT_EQ(signal_of("TERM"), SIGTERM);
+    EXPECT_EQ(signal_of("SIGTERM"), SIGTERM);
+    EXPECT_EQ(signal_of("int"), SIGINT);
+    EXPECT_EQ(signal_of("sigkill"), SIGKILL);
+    EXPECT_EQ(signal_of("HUP"), SIGHUP);
+    EXPECT_EQ(signal_of("USR1"), SIGUSR1);
+    EXPECT_EQ(signal_of("WINCH"), SIGWINCH);
+    EXPECT_EQ(signal_of("9"), 9);
+    EXPECT_EQ(signal_of("64"), 64);
+    EXPECT_EQ(signal_of("RTMIN"), SIGRTMIN);
+    EXPECT_EQ(signal_of("RTMIN+2"), SIGRTMIN + 2);
+    EXPECT_EQ(signal_of("SIGRTMAX-1"), SIGRTMAX - 1);
+    for (const std::string bad : {"", "0", "65", "-9", "SIG", "TERMINATE", "SIGSIGTERM", "RTMIN+", "RTMAX+1"}) {
+        int sig = -1;
+        std::string why;
+        EXPECT_FALSE(parse_signal(bad, sig, why)) << bad;
+        EXPECT_EQ(sig, -1) << bad;
+        EXPECT_NE(why.find("'" + bad + "'"), std::string::npos) << why;
+    }
 }
 
 }  // namespace

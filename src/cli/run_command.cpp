@@ -1,303 +1,22 @@
 #include "cli/run_command.h"
 
-#include <signal.h>
-#include <sys/ioctl.h>
-#include <systemd/sd-event.h>
-#include <termios.h>
 #include <unistd.h>
 
-#include <array>
-#include <cerrno>
+#include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
-#include <memory>
-#include <type_traits>
 
 #include "cli/options.h"
-#include "cli/output_sink.h"
+#include "cli/relay.h"
 #include "cli/terminal_mode.h"
 #include "client/client.h"
 
 namespace ptyvisor::cli {
 namespace {
 
-constexpr int kFailure = 255;
-constexpr std::size_t kStdinChunk = 64 * 1024;
-
-struct EventUnref {
-    void operator()(sd_event* e) const { sd_event_unref(e); }
-};
-struct SourceUnref {
-    void operator()(sd_event_source* s) const { sd_event_source_disable_unref(s); }
-};
-using EventPtr = std::unique_ptr<sd_event, EventUnref>;
-using SourcePtr = std::unique_ptr<sd_event_source, SourceUnref>;
-
-std::optional<protocol::WindowSize> terminal_size(int fd) {
-    winsize ws{};
-    if (::ioctl(fd, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0 || ws.ws_col == 0) return std::nullopt;
-    return protocol::WindowSize{.rows = ws.ws_row, .cols = ws.ws_col};
-}
-
-// Session-ending results other than a plain exit deserve a note; "exit-code", "signal" and
-// "core-dump" only restate the status we return.
-bool notable_unit_result(const std::string& result) {
-    return !result.empty() && result != "success" && result != "exit-code" && result != "signal" &&
-           result != "core-dump";
-}
-
-std::string describe_end(const protocol::ExitStatus& status) {
-    const bool odd_reason = status.reason != protocol::ExitReason::Exited;
-    const bool odd_result = notable_unit_result(status.unit_result);
-    if (!odd_reason && !odd_result && status.kind != protocol::ExitStatus::Kind::Unknown) return {};
-    std::string text = "ptyvisor: session ended: " + std::string(protocol::to_string(status.reason));
-    if (odd_result) text += " (unit result: " + status.unit_result + ")";
-    return text;
-}
-
-// The event loop of one session: the socket, stdin, stdout and our signals.
-class Relay {
-public:
-    Relay(client::Connection& connection, bool stdin_is_tty, int winch_fd, bool quiet)
-        : connection_(connection), stdin_is_tty_(stdin_is_tty), winch_fd_(winch_fd), quiet_(quiet),
-          sink_(STDOUT_FILENO) {}
-
-    // Runs until the session is over; returns our exit status. final_message() then holds
-    // what to print on stderr (printed by the caller once the terminal is restored).
-    int run() {
-        sd_event* e = nullptr;
-        if (const int r = sd_event_new(&e); r < 0) return failed(r, "create the event loop");
-        loop_.reset(e);
-        if (const int r = add_sources(); r < 0) return kFailure;  // add_sources() said which
-        update();
-        // The exit code given to sd_event_exit(), or a negative errno.
-        const int r = sd_event_loop(loop_.get());
-        if (r < 0) return failed(r, "run the event loop");
-        return r;
-    }
-
-    [[nodiscard]] const std::string& final_message() const { return message_; }
-
-private:
-    // Records why the relay could not run; returns kFailure.
-    int failed(int error, const std::string& what) {
-        message_ = client::errno_message("ptyvisor: cannot " + what, error);
-        return kFailure;
-    }
-
-    // Returns 0, or a negative errno with final_message() saying what could not be watched.
-    int add_sources() {
-        sd_event_source* s = nullptr;
-        int r = sd_event_add_io(loop_.get(), &s, connection_.fd(), EPOLLIN, &Relay::on_socket, this);
-        if (r < 0) return failed(r, "watch the daemon socket"), r;
-        socket_source_.reset(s);
-
-        // epoll refuses regular files and /dev/null; those are always "readable", so a defer
-        // source (run on every loop iteration while enabled) reads them chunk by chunk.
-        r = sd_event_add_io(loop_.get(), &s, STDIN_FILENO, EPOLLIN, &Relay::on_stdin_io, this);
-        if (r == -EPERM) r = sd_event_add_defer(loop_.get(), &s, &Relay::on_stdin_defer, this);
-        if (r < 0) return failed(r, "watch stdin"), r;
-        stdin_source_.reset(s);
-
-        r = sd_event_add_io(loop_.get(), &s, STDOUT_FILENO, EPOLLOUT, &Relay::on_stdout, this);
-        if (r != -EPERM) {  // else: a file, where writes never wait
-            if (r < 0) return failed(r, "watch stdout"), r;
-            stdout_source_.reset(s);
-        }
-
-        std::vector<int> signals{SIGINT, SIGTERM, SIGHUP};
-        if (winch_fd_ >= 0) signals.push_back(SIGWINCH);
-        for (int sig : signals) {
-            r = sd_event_add_signal(loop_.get(), &s, sig, &Relay::on_signal, this);
-            if (r < 0) return failed(r, std::string("watch SIG") + sigabbrev_np(sig)), r;
-            signal_sources_.emplace_back(s);
-        }
-        return 0;
-    }
-
-    // Runs a callback's body; an exception (an allocation failure, a broken precondition)
-    // ends the session instead of crossing C frames.
-    template <class F>
-    int guarded(F&& body) {
-        try {
-            body();
-        } catch (const std::exception& e) {
-            finish_now(kFailure, std::string("ptyvisor: ") + e.what());
-        }
-        if (!exiting_) update();
-        return 0;
-    }
-
-    static int on_socket(sd_event_source*, int, std::uint32_t revents, void* self) {
-        auto* r = static_cast<Relay*>(self);
-        return r->guarded([r, revents] { r->socket_ready(revents); });
-    }
-    static int on_stdin_io(sd_event_source*, int, std::uint32_t, void* self) {
-        auto* r = static_cast<Relay*>(self);
-        return r->guarded([r] { r->read_stdin(); });
-    }
-    static int on_stdin_defer(sd_event_source*, void* self) {
-        auto* r = static_cast<Relay*>(self);
-        return r->guarded([r] { r->read_stdin(); });
-    }
-    static int on_stdout(sd_event_source*, int, std::uint32_t, void* self) {
-        auto* r = static_cast<Relay*>(self);
-        return r->guarded([r] { r->write_stdout(); });
-    }
-    static int on_signal(sd_event_source*, const signalfd_siginfo* info, void* self) {
-        auto* r = static_cast<Relay*>(self);
-        const int sig = static_cast<int>(info->ssi_signo);
-        return r->guarded([r, sig] { r->handle_signal(sig); });
-    }
-
-    void socket_ready(std::uint32_t revents) {
-        if ((revents & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) connection_.flush();
-        if ((revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !result_ && sink_.empty()) {
-            std::vector<client::Event> events;
-            std::string why;
-            if (!connection_.read_events(events, why)) return finish_now(kFailure, "ptyvisor: " + why);
-            for (auto& event : events) {
-                if (result_) break;
-                std::visit([this](auto& e) { handle(e); }, event);
-            }
-            write_stdout();
-        }
-    }
-
-    void handle(client::Started&) {}
-    void handle(client::Output& o) { sink_.append(o.bytes); }
-    void handle(client::Exit& e) {
-        conclude(e.status.shell_status(), quiet_ ? std::string() : describe_end(e.status));
-    }
-    void handle(client::Error& e) {
-        conclude(kFailure, "ptyvisor: " + e.reply.message + " (" +
-                               std::string(protocol::to_string(e.reply.code)) + ")");
-    }
-    void handle(client::Status&) {}  // cannot happen on a session connection (Connection checks)
-    // Version 2 replies never reach a START connection (Connection checks).
-    template <class Other>
-    void handle(Other&) {}
-    void handle(client::Closed&) { conclude(kFailure, "ptyvisor: connection to the daemon lost"); }
-    void handle(client::ProtocolViolation& v) {
-        conclude(kFailure, "ptyvisor: protocol error from the daemon: " + v.message);
-    }
-
-    void read_stdin() {
-        std::array<char, kStdinChunk> buffer;
-        const ssize_t n = ::read(STDIN_FILENO, buffer.data(), buffer.size());
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        if (n > 0) {
-            connection_.queue_input(std::string_view(buffer.data(), static_cast<std::size_t>(n)));
-            last_input_ = buffer[static_cast<std::size_t>(n) - 1];
-            connection_.flush();
-            return;
-        }
-        // End of input (or a read error, which ends it just the same). A terminal that hung
-        // up has no more keystrokes; a pipe or file ends the command's input with ^D.
-        stdin_open_ = false;
-        if (!stdin_is_tty_ && !stopping_) {
-            connection_.queue_input(end_of_input(last_input_));
-            connection_.flush();
-        }
-    }
-
-    void write_stdout() {
-        const auto result = sink_.write_some();
-        if (result.error == -EPIPE) {
-            // Whoever reads our output has gone, as with `| head`: end like a local command
-            // killed by SIGPIPE, quietly. Closing the connection ends the session.
-            finish_now(128 + SIGPIPE, {});
-        } else if (result.error != 0) {
-            finish_now(kFailure, client::errno_message("ptyvisor: cannot write to stdout", result.error));
-        }
-    }
-
-    void handle_signal(int sig) {
-        if (sig == SIGWINCH) {
-            if (auto size = terminal_size(winch_fd_)) connection_.queue_resize(*size);
-        } else if (sig == SIGINT) {
-            // Not from our terminal (raw mode turns ^C into a byte): pass it on, as ssh does.
-            connection_.queue_signal({.signal = SIGINT, .target = protocol::SignalTarget::Foreground});
-        } else if (!stopping_) {
-            // SIGTERM, SIGHUP: ask the daemon to stop the session and wait for its EXIT.
-            stopping_ = true;
-            connection_.queue_stop();
-        } else {
-            // Asked twice: stop waiting. Disconnecting makes the daemon clean up.
-            finish_now(128 + sig, quiet_ ? std::string() : "ptyvisor: stopped waiting for the session to end");
-            return;
-        }
-        connection_.flush();
-    }
-
-    // The session's outcome is known; exit once the output before it has been written.
-    void conclude(int code, std::string message) {
-        result_ = code;
-        message_ = std::move(message);
-    }
-
-    void finish_now(int code, std::string message) {
-        if (exiting_) return;
-        exiting_ = true;
-        message_ = std::move(message);
-        sd_event_exit(loop_.get(), code);
-    }
-
-    void set_enabled(sd_event_source* s, bool on) {
-        if (s == nullptr) return;
-        if (const int r = sd_event_source_set_enabled(s, on ? SD_EVENT_ON : SD_EVENT_OFF); r < 0)
-            finish_now(kFailure, client::errno_message("ptyvisor: cannot switch an event source", r));
-    }
-
-    // Re-derives what to wait for from the state, after every callback.
-    void update() {
-        if (result_ && sink_.empty()) {
-            finish_now(*result_, message_);
-            return;
-        }
-        // Backpressure both ways: read the daemon only when our stdout has taken everything,
-        // and read stdin only while the queue to the daemon is below its bound.
-        const bool want_in = !result_ && sink_.empty();
-        const bool want_out = !result_ && connection_.wants_write();
-        const std::uint32_t events = (want_in ? EPOLLIN : 0u) | (want_out ? EPOLLOUT : 0u);
-        if (events != 0) {
-            if (const int r = sd_event_source_set_io_events(socket_source_.get(), events); r < 0)
-                return finish_now(kFailure, client::errno_message("ptyvisor: cannot watch the daemon socket", r));
-        }
-        set_enabled(socket_source_.get(), events != 0);
-        set_enabled(stdin_source_.get(), stdin_open_ && !stopping_ && !result_ && !connection_.output_full());
-        set_enabled(stdout_source_.get(), !sink_.empty());
-        if (!sink_.empty() && stdout_source_ == nullptr) write_stdout();
-    }
-
-    client::Connection& connection_;
-    const bool stdin_is_tty_;
-    const int winch_fd_;  // terminal whose size SIGWINCH reports, or -1
-    const bool quiet_;
-    OutputSink sink_;
-    EventPtr loop_;
-    SourcePtr socket_source_, stdin_source_, stdout_source_;
-    std::vector<SourcePtr> signal_sources_;
-    bool stdin_open_ = true;
-    bool stopping_ = false;   // STOP sent
-    bool exiting_ = false;    // sd_event_exit called
-    std::optional<char> last_input_;
-    std::optional<int> result_;
-    std::string message_;
-};
-
-// Returns 0 or a negative errno.
-int block_handled_signals() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGWINCH}) sigaddset(&set, sig);
-    // Blocked, they wait for the event loop's signalfd instead of killing us with the
-    // terminal still raw.
-    if (const int e = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); e != 0) return -e;
-    if (::signal(SIGPIPE, SIG_IGN) == SIG_ERR) return -errno;
-    return 0;
-}
+// How long `run --detach` waits for STARTED: the daemon answers within its own handshake and
+// start bounds; this only bounds a daemon that has hung.
+constexpr std::chrono::seconds kStartTimeout{60};
 
 // START's options from ours, into `s`. False with `why` for a bad option value.
 bool start_options(const RunOptions& o, client::StartOptions& s, int& winch_fd, std::string& why) {
@@ -308,36 +27,60 @@ bool start_options(const RunOptions& o, client::StartOptions& s, int& winch_fd, 
     s.term = resolve_term(o.term, s.env, std::getenv("TERM"));
     set_variable(s.env, "TERM", s.term);
     if (o.directory) s.cwd = *o.directory;
+    s.detach = o.detach;
 
     const int tty = ::isatty(STDIN_FILENO) ? STDIN_FILENO : ::isatty(STDOUT_FILENO) ? STDOUT_FILENO : -1;
     if (o.size) {
         if (!parse_size(*o.size, s.size, why)) return false;
         winch_fd = -1;  // a size asked for stays
     } else {
-        s.size = (tty >= 0 ? terminal_size(tty) : std::nullopt).value_or(protocol::WindowSize{.rows = 24, .cols = 80});
+        s.size = terminal_size(tty).value_or(protocol::WindowSize{.rows = 24, .cols = 80});
         winch_fd = tty;
     }
     return true;
 }
-
-}  // namespace
-
-std::string_view end_of_input(std::optional<char> last_byte) {
-    if (!last_byte || *last_byte == '\n') return "\x04";
-    return "\x04\x04";
-}
-
-namespace {
 
 int failure(std::string& message, const std::string& why) {
     message = "ptyvisor: " + why;
     return kFailure;
 }
 
+std::string error_text(const protocol::ErrorReply& e) {
+    return e.message + " (" + std::string(protocol::to_string(e.code)) + ")";
+}
+
+// --detach: START, then STARTED's id on stdout; the session goes on when we close.
+int start_detached(client::Connection& connection, const client::StartOptions& start, std::string& message) {
+    std::string why;
+    if (!connection.start(start, why)) return failure(message, why);
+    const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+    std::vector<client::Event> events;
+    while (!connection.finished()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return failure(message, "the daemon did not start the session within 60 s");
+        if (!client::wait_for_events(connection, left, events, why)) return failure(message, why);
+        for (auto& event : events) {
+            if (auto* started = std::get_if<client::Started>(&event)) {
+                if (started->id.empty())
+                    return failure(message, "the daemon does not keep sessions (protocol version 1); "
+                                            "the session ends now that we leave");
+                std::cout << started->id << '\n' << std::flush;
+                return std::cout ? 0 : failure(message, "cannot write the session's id to stdout");
+            }
+            if (auto* error = std::get_if<client::Error>(&event)) return failure(message, error_text(error->reply));
+            if (auto* violation = std::get_if<client::ProtocolViolation>(&event))
+                return failure(message, "protocol error from the daemon: " + violation->message);
+            if (std::holds_alternative<client::Closed>(event))
+                return failure(message, "connection to the daemon lost");
+        }
+    }
+    return failure(message, "connection to the daemon lost");
+}
+
 // The session from our options to its end: our exit status, and in `message` what to print
 // once the terminal is restored (when this returns).
 int run_session(const RunOptions& options, std::string& message) {
-    if (const int r = block_handled_signals(); r < 0)
+    if (const int r = options.detach ? 0 : block_relayed_signals(); r < 0)
         return failure(message, client::errno_message("cannot block the signals the session relays", r));
     std::string why;
     client::StartOptions start;
@@ -346,16 +89,19 @@ int run_session(const RunOptions& options, std::string& message) {
     client::Connection connection;
     if (!connection.connect(resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)), why))
         return failure(message, why);
+    if (options.detach) return start_detached(connection, start, message);
     // Raw before START: keys typed from now on reach the session as they are, and no
     // ^C typed early is turned into a local signal that flushes typed-ahead input.
     std::optional<RawMode> raw;
     if (const int r = RawMode::enter(STDIN_FILENO, raw); r < 0)
         return failure(message, client::errno_message("cannot set raw mode", r));
     if (!connection.start(start, why)) return failure(message, why);
-    Relay relay(connection, raw.has_value(), winch_fd, options.quiet);
-    const int code = relay.run();
-    message = relay.final_message();
-    return code;
+    RelayOptions relay;
+    relay.mode = RelayMode::Run;
+    relay.stdin_is_tty = raw.has_value();
+    relay.winch_fd = winch_fd;
+    relay.quiet = options.quiet;
+    return relay_session(connection, relay, message);
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "cli/status_command.h"
 
-#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdlib>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "cli/options.h"
+#include "cli/table.h"
 #include "client/client.h"
 
 namespace ptyvisor::cli {
@@ -28,23 +28,6 @@ std::string start_time_of(std::int64_t started_at) {
     return text;
 }
 
-void print_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
-    std::vector<std::size_t> widths;
-    for (const auto& row : rows)
-        for (std::size_t i = 0; i < row.size(); ++i) {
-            if (widths.size() <= i) widths.push_back(0);
-            widths[i] = std::max(widths[i], row[i].size());
-        }
-    for (const auto& row : rows) {
-        std::string line;
-        for (std::size_t i = 0; i < row.size(); ++i) {
-            line += row[i];
-            if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
-        }
-        out << line << '\n';
-    }
-}
-
 void print_sessions(std::ostream& out, const std::vector<protocol::StatusReply::Session>& sessions) {
     out << "sessions: " << sessions.size() << '\n';
     if (sessions.empty()) return;
@@ -52,7 +35,7 @@ void print_sessions(std::ostream& out, const std::vector<protocol::StatusReply::
     for (const auto& s : sessions)
         rows.push_back({s.unit, std::to_string(s.pid), std::to_string(s.peer_pid), start_time_of(s.started_at),
                         std::to_string(s.bytes_in), std::to_string(s.bytes_out), s.argv0});
-    print_table(out, rows);
+    out << format_table(rows);
 }
 
 // In the order of their names, as the JSON object has them.
@@ -63,7 +46,7 @@ void print_counters(std::ostream& out, const protocol::StatusReply::Counters& c)
                                                {"  rate_limited", std::to_string(c.rate_limited)}};
     for (const auto& [code, count] : c.rejected) rows.push_back({"  rejected." + code, std::to_string(count)});
     out << "counters:\n";
-    print_table(out, rows);
+    out << format_table(rows);
 }
 
 int failure(const std::string& why) {

@@ -1,4 +1,4 @@
-#include "cli/run_command.h"
+#include "cli/relay.h"
 
 #include <gtest/gtest.h>
 
