@@ -11,6 +11,7 @@ packages=(
   libre2-dev                                # WAIT for text: linear-time matching of patterns the agent sends
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   systemd dbus util-linux passwd procps     # the test harness boots a private systemd
+  asciinema                                 # the recording test reads recordings with asciinema cat
 )
 
 missing=()

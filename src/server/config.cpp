@@ -4,6 +4,8 @@
 
 #include <sstream>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 namespace ptyvisor::server {
 namespace {
@@ -41,16 +43,17 @@ public:
         }
     }
 
-    void count(const toml::table& t, const char* key, std::uint32_t lo, std::uint32_t hi,
-               std::uint32_t& out) {
+    template <class T>
+    void count(const toml::table& t, const char* key, std::type_identity_t<T> lo, std::type_identity_t<T> hi,
+               T& out) {
         const auto* node = t.get(key);
         if (!node) return;
         const auto v = node->value<std::int64_t>();
         if (!v || !node->is_integer()) return fail(*node, std::string("'") + key + "' must be an integer");
-        if (*v < lo || *v > hi)
+        if (std::cmp_less(*v, lo) || std::cmp_greater(*v, hi))
             return fail(*node, std::string("'") + key + "' must be between " + std::to_string(lo) +
                                    " and " + std::to_string(hi));
-        out = static_cast<std::uint32_t>(*v);
+        out = static_cast<T>(*v);
     }
 
     void seconds(const toml::table& t, const char* key, std::chrono::duration<double>& out) {
@@ -85,6 +88,9 @@ private:
     std::string path_;
     const toml::table& root_;
 };
+
+// 100 years, in seconds: "forever" is 0, and nothing larger can mean more than it does.
+constexpr std::uint64_t kMaxRecordingRetention = 100ull * 366 * 24 * 3600;
 
 const toml::table* subtable(Reader& r, const toml::table& t, const char* key) {
     const auto* node = t.get(key);
@@ -139,7 +145,7 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
     if (!parse_toml_file(path, root, why)) return false;
     Reader r(path, root);
     r.only(root, {"user", "socket", "backend", "allow_units", "unit_prefix", "state_directory",
-                  "observer_group", "limits", "timeouts", "session"});
+                  "observer_group", "limits", "timeouts", "recording", "session"});
     r.string(root, "user", c.user);
     r.string(root, "socket", c.socket);
     r.string(root, "backend", c.backend);
@@ -167,6 +173,14 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
         r.seconds(*t, "drain", c.timeouts.drain);
         r.seconds(*t, "cleanup", c.timeouts.cleanup);
         r.seconds(*t, "retention", c.timeouts.retention);
+    }
+    if (const auto* t = subtable(r, root, "recording")) {
+        r.only(*t, {"directory", "max_bytes", "retention"});
+        r.string(*t, "directory", c.recording.directory);
+        r.count(*t, "max_bytes", 4096, std::uint64_t{1} << 40, c.recording.max_bytes);
+        auto retention = static_cast<std::uint64_t>(c.recording.retention.count());
+        r.count(*t, "retention", 0, kMaxRecordingRetention, retention);
+        c.recording.retention = std::chrono::seconds(retention);
     }
     if (const auto* t = subtable(r, root, "session")) {
         r.only(*t, {"properties"});
@@ -206,6 +220,8 @@ bool validate(const Config& c, std::string& why) {
     if (c.socket.size() >= 108) return refuse(why, "socket path is too long for a Unix socket");
     if (c.state_directory.empty() || c.state_directory.front() != '/')
         return refuse(why, "state_directory must be an absolute path");
+    if (!c.recording.directory.empty() && c.recording.directory.front() != '/')
+        return refuse(why, "[recording] directory must be an absolute path (or empty: no recording)");
     if (c.limits.output_log_bytes < c.limits.output_buffer_bytes + 65536)
         return refuse(why, "output_log_bytes must exceed output_buffer_bytes by 64 KiB at least: a bound session's "
                            "client lags behind by at most output_buffer_bytes, and the log must still hold what it "

@@ -33,6 +33,13 @@ struct Timeouts {
     std::chrono::duration<double> retention{300.0}; // an exited detached session's status and log
 };
 
+// Sessions recorded as asciicast v2 files (server/recording.h).
+struct Recording {
+    std::string directory;                        // empty: sessions are not recorded
+    std::uint64_t max_bytes = 64 * 1024 * 1024;   // each file; then a marker, and no more
+    std::chrono::seconds retention{7 * 24 * 3600};  // files older than this are deleted; 0: kept
+};
+
 struct Config {
     std::string user;  // the agent's account; required
     std::string socket = client::kDefaultSocketPath;  // shared with the client
@@ -43,6 +50,7 @@ struct Config {
     std::string observer_group;  // its members may observe sessions (and root); empty: root only
     Limits limits;
     Timeouts timeouts;
+    Recording recording;
     std::map<std::string, std::string> session_properties;
 };
 

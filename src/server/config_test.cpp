@@ -81,6 +81,32 @@ NoNewPrivileges = true
     EXPECT_TRUE(validate(c, why)) << why;
 }
 
+TEST_F(ConfigFile, RecordingIsOffByDefaultAndReadFromItsTable) {
+    const Config defaults;
+    EXPECT_EQ(defaults.recording.directory, "");
+    EXPECT_EQ(defaults.recording.max_bytes, 64u * 1024 * 1024);
+    EXPECT_EQ(defaults.recording.retention, std::chrono::seconds(7 * 24 * 3600));
+    Config c;
+    std::string why;
+    ASSERT_TRUE(load_config_file(write("user = \"byk\"\n[recording]\ndirectory = \"/var/log/ptyvisor\"\n"
+                                       "max_bytes = 1099511627776\nretention = 0\n"),
+                                 c, why))
+        << why;
+    EXPECT_EQ(c.recording.directory, "/var/log/ptyvisor");
+    EXPECT_EQ(c.recording.max_bytes, 1099511627776u);
+    EXPECT_EQ(c.recording.retention, std::chrono::seconds(0));  // kept forever
+    EXPECT_TRUE(validate(c, why)) << why;
+    for (const char* wrong : {"max_bytes = 4095", "max_bytes = 1099511627777", "retention = -1", "retention = 1.5",
+                              "directory = 1", "dir = \"/x\""}) {
+        Config w;
+        EXPECT_FALSE(load_config_file(write(std::string("[recording]\n") + wrong + "\n"), w, why)) << wrong;
+        EXPECT_NE(why.find("line 2"), std::string::npos) << why;
+    }
+    c.recording.directory = "relative/recordings";
+    EXPECT_FALSE(validate(c, why));
+    EXPECT_NE(why.find("[recording] directory must be an absolute path"), std::string::npos) << why;
+}
+
 TEST_F(ConfigFile, SyntaxErrorNamesTheLine) {
     Config c;
     std::string why;

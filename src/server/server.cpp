@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "protocol/frame.h"
 #include "common/linux.h"
+#include "common/private_directory.h"
 #include "common/process.h"
 #include "server/pty.h"
 
@@ -82,6 +83,7 @@ Server::Server(Config config, backends::Account account, std::unique_ptr<backend
       event_(event),
       admission_(config_.limits),
       worker_(event, {account_.uid, account_.gid, account_.groups}),
+      recordings_(config_.recording, event),
       terminal_group_(server::terminal_group(account_.gid)),
       observer_group_(config_.observer_group.empty() ? std::nullopt : group_id(config_.observer_group)) {
     if (!config_.observer_group.empty() && !observer_group_)
@@ -145,6 +147,14 @@ int Server::init(UniqueFd listener) {
         return log_error_errno(r, "cannot create the reaper of closed connections");
     // sd-event pings the service manager's watchdog itself when WATCHDOG_USEC is set.
     if (const int r = sd_event_set_watchdog(event_, 1); r < 0) return log_error_errno(r, "cannot enable the watchdog");
+
+    // The administrator asked for every session to be recorded: none runs unrecorded for
+    // want of the directory.
+    if (const int r = recordings_.init(); r < 0) {
+        log_error("cannot record sessions; refusing to run without recording",
+                  {{"DIRECTORY", config_.recording.directory}, {"ERROR", private_directory_error(r)}});
+        return r;
+    }
 
     listener_ = std::move(listener);
     if (const int r = add_io(event_, accept_source_, listener_.get(), EPOLLIN, [this](std::uint32_t) { on_accept(); });

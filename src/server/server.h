@@ -25,6 +25,7 @@
 #include "server/blocking_worker.h"
 #include "server/config.h"
 #include "server/connection.h"
+#include "server/recording.h"
 #include "server/session_registry.h"
 
 namespace ptyvisor::server {
@@ -37,9 +38,10 @@ public:
 
     // Watches `listener` (non-blocking), installs the SIGTERM, SIGINT and SIGHUP handlers
     // (the three must be blocked in the calling thread, and stay blocked in every thread),
-    // the worker's completions, the reaper of closed connections and the watchdog, and makes
-    // sure random bytes can be read for unit names. Returns 0, or a negative errno after
-    // logging which of these failed. Accepts no client yet.
+    // the worker's completions, the reaper of closed connections and the watchdog, opens the
+    // recordings directory when one is configured, and makes sure random bytes can be read
+    // for unit names. Returns 0, or a negative errno after logging which of these failed.
+    // Accepts no client yet.
     int init(UniqueFd listener);
 
     // After init() succeeded: serves until shutdown; returns the process exit code.
@@ -53,6 +55,7 @@ public:
     Admission& admission() { return admission_; }
     BlockingWorker& worker() { return worker_; }
     SessionRegistry& sessions() { return sessions_; }
+    Recordings& recordings() { return recordings_; }
     // Whether the peer is a member of the configured observer group.
     [[nodiscard]] bool in_observer_group(const PeerIdentity& peer) const;
     // A session went: the daemon may be done stopping.
@@ -93,6 +96,8 @@ private:
     BlockingWorker worker_;
     UniqueFd listener_;
     EventSource accept_source_, sigterm_source_, sigint_source_, sighup_source_, reap_source_, watchdog_source_;
+    // Outlives the sessions, whose recorders tell it when they close.
+    Recordings recordings_;
     // Sessions outlive connections; the connections, declared after, go first.
     SessionRegistry sessions_{*this};
     std::map<Connection*, std::unique_ptr<Connection>> connections_;

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "server/pty.h"
+#include "server/recording.h"
 #include "server/server.h"
 
 namespace ptyvisor::server {
@@ -80,6 +81,7 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
     if (const int e = open_pty(spec.account.uid, server_.terminal_group(), size, pty); e != 0)
         return fail(std::string("cannot allocate a terminal: ") + std::strerror(-e));
     master_ = std::move(pty.master);
+    recorder_ = server_.recordings().start(id_, spec.argv, spec.env, size);
     spec.unit_name = unit_;
     spec.tty = std::move(pty.peer);
     spec.tty_path = pty.peer_path;
@@ -194,6 +196,7 @@ bool Session::resize(protocol::WindowSize size) {
     if (!master_) return false;
     if (set_window_size(master_.get(), size) < 0) return false;
     size_ = size;
+    if (recorder_) recorder_->resize(size);
     return true;
 }
 
@@ -226,6 +229,7 @@ void Session::read_terminal() {
         const ssize_t n = log_->read_from(master_.get(), protocol::kMaxIoPayloadSize);
         if (n > 0) {
             grew = true;
+            if (recorder_) recorder_->output(log_->view(log_->end() - n, n));
             continue;
         }
         if (n == -EINTR) continue;
@@ -339,6 +343,7 @@ void Session::finish(protocol::ExitStatus status) {
     terminal_source_.reset();
     drain_timer_.reset();
     master_.reset();
+    recorder_.reset();
     held_input_.clear();
     release_slot();
     if (!start_failed_)

@@ -37,6 +37,7 @@
 
 namespace ptyvisor::server {
 
+class Recorder;
 class Server;
 
 // What a session needs from a client attached to it.
@@ -154,6 +155,7 @@ private:
     State state_ = State::Starting;
 
     std::unique_ptr<OutputLog> log_;
+    std::unique_ptr<Recorder> recorder_;  // when sessions are recorded (server/recording.h)
     UniqueFd master_;
     EventSource terminal_source_, drain_timer_;
     std::unique_ptr<backends::Session> backend_session_;

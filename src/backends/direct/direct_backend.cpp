@@ -21,6 +21,7 @@
 #include "common/event.h"
 #include "common/linux.h"
 #include "common/log.h"
+#include "common/private_directory.h"
 #include "common/process.h"
 
 namespace ptyvisor::backends {
@@ -176,8 +177,7 @@ public:
 
     int prepare(std::string& why) {
         if (const int e = records_.prepare(); e != 0) {
-            why = "cannot create " + options_.state_directory + "/sessions: " +
-                  (e == EPERM ? std::string("a directory there is not root's alone") : std::strerror(e));
+            why = "cannot create " + options_.state_directory + "/sessions: " + private_directory_error(-e);
             return -e;
         }
         if (!root_) {

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "common/log.h"
+#include "common/private_directory.h"
 #include "common/process.h"
 
 namespace ptyvisor::backends::direct {
@@ -41,29 +42,6 @@ bool parse_number(const std::string& text, T& out) {
     return ec == std::errc() && end == text.data() + text.size() && !text.empty();
 }
 
-// A directory of ours that no one else may write: refuses anything else with EPERM.
-int check_private_directory(int fd) {
-    struct stat st{};
-    if (::fstat(fd, &st) < 0) return errno;
-    if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return EPERM;
-    return 0;
-}
-
-// mkdir (0700) then open by `name` under `parent`, never following a symlink.
-UniqueFd open_private_directory(int parent, const std::string& name, int& error) {
-    if (::mkdirat(parent, name.c_str(), 0700) < 0 && errno != EEXIST) {
-        error = errno;
-        return {};
-    }
-    UniqueFd fd(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd) {
-        error = errno;
-        return {};
-    }
-    if ((error = check_private_directory(fd.get())) != 0) return {};
-    return fd;
-}
-
 }  // namespace
 
 std::optional<std::string> invalid_record_reason(const SessionRecord& r, const RecordRules& rules) {
@@ -86,17 +64,10 @@ SessionRecords::SessionRecords(std::string state_directory, RecordRules rules)
     : state_directory_(std::move(state_directory)), rules_(std::move(rules)) {}
 
 int SessionRecords::prepare() {
-    int error = 0;
-    const auto slash = state_directory_.rfind('/');
-    const std::string parent = slash == 0 ? "/" : state_directory_.substr(0, slash);
-    const std::string name = state_directory_.substr(slash + 1);
-    if (slash == std::string::npos || name.empty()) return EINVAL;
-    UniqueFd up(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!up) return errno;
-    const UniqueFd state = open_private_directory(up.get(), name, error);
-    if (!state) return error;
-    directory_ = open_private_directory(state.get(), "sessions", error);
-    return directory_ ? 0 : error;
+    UniqueFd state;
+    if (const int r = open_private_directory(state_directory_, state); r < 0) return -r;
+    if (const int r = open_private_directory(state.get(), "sessions", directory_); r < 0) return -r;
+    return 0;
 }
 
 int SessionRecords::write(const SessionRecord& r) const {

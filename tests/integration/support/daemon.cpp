@@ -68,7 +68,11 @@ std::string DaemonConfig::to_toml() const {
     t << "operation = " << number(operation) << "\n";
     t << "drain = " << number(drain) << "\n";
     t << "cleanup = " << number(cleanup) << "\n";
-    t << "retention = " << number(retention) << "\n";
+    t << "retention = " << number(retention) << "\n\n";
+    t << "[recording]\n";
+    t << "directory = " << quote(recording_directory) << "\n";
+    t << "max_bytes = " << recording_max_bytes << "\n";
+    t << "retention = " << recording_retention << "\n";
     if (!properties.empty()) {
         t << "\n[session.properties]\n";
         for (const auto& [k, v] : properties) t << k << " = " << quote(v) << "\n";

@@ -41,6 +41,11 @@ struct DaemonConfig {
     double retention = 300;
     std::string observer_group;
 
+    // [recording]; an empty directory: sessions are not recorded
+    std::string recording_directory;
+    long long recording_max_bytes = 64ll * 1024 * 1024;
+    long long recording_retention = 7 * 24 * 3600;  // seconds; 0: kept forever
+
     // [session.properties]
     std::map<std::string, std::string> properties;
 

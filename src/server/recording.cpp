@@ -1,0 +1,328 @@
+#include "server/recording.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/log.h"
+#include "common/private_directory.h"
+
+namespace ptyvisor::server {
+namespace {
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+constexpr std::uint64_t kExpiryIntervalUsec = 3600ull * 1000 * 1000;
+
+// The sequence that starts at p[0], by Unicode's table 3-7 of well-formed UTF-8: a whole
+// character (its length), a maximal ill-formed subpart (its length, at least 1), or a valid
+// prefix cut short by the end of the bytes.
+struct Step {
+    enum Kind { Char, Bad, Short } kind;
+    std::size_t length;
+};
+
+Step step(const std::uint8_t* p, std::size_t n) {
+    const std::uint8_t b = p[0];
+    if (b < 0x80) return {Step::Char, 1};
+    std::size_t length = 0;
+    std::uint8_t lo = 0x80, hi = 0xBF;  // of the second byte
+    if (b >= 0xC2 && b <= 0xDF) {
+        length = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        length = 3;
+        if (b == 0xE0) lo = 0xA0;       // no overlong forms
+        else if (b == 0xED) hi = 0x9F;  // no surrogates
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        length = 4;
+        if (b == 0xF0) lo = 0x90;       // no overlong forms
+        else if (b == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+    } else {
+        return {Step::Bad, 1};  // 80..C1, F5..FF never start a character
+    }
+    for (std::size_t i = 1; i < length; ++i) {
+        if (i >= n) return {Step::Short, i};
+        const std::uint8_t c = p[i];
+        if (c < (i == 1 ? lo : 0x80) || c > (i == 1 ? hi : 0xBF)) return {Step::Bad, i};
+    }
+    return {Step::Char, length};
+}
+
+std::string seconds_text(std::uint64_t usec) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%llu.%06llu", static_cast<unsigned long long>(usec / 1000000),
+                  static_cast<unsigned long long>(usec % 1000000));
+    return buffer;
+}
+
+// Valid UTF-8 for the header's strings (argv and TERM are the client's bytes).
+std::string utf8(std::string_view bytes) {
+    Utf8Decoder decoder;
+    std::string out;
+    decoder.decode({reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()}, out);
+    decoder.flush(out);
+    return out;
+}
+
+}  // namespace
+
+// ---- Utf8Decoder -------------------------------------------------------------------------
+
+void Utf8Decoder::decode(std::span<const std::uint8_t> bytes, std::string& out) {
+    std::size_t i = 0;
+    // First complete (or give up) the sequence carried from the last call, a byte at a time.
+    while (carry_size_ > 0 && i < bytes.size()) {
+        carry_[carry_size_++] = bytes[i];
+        const Step s = step(carry_, carry_size_);
+        if (s.kind == Step::Short) {
+            ++i;
+        } else if (s.kind == Step::Char) {
+            out.append(reinterpret_cast<const char*>(carry_), s.length);
+            carry_size_ = 0;
+            ++i;
+        } else {
+            // The carried bytes were a valid prefix: the new byte breaks it, and starts anew.
+            out += kReplacement;
+            carry_size_ = 0;
+        }
+    }
+    const std::uint8_t* p = bytes.data();
+    const std::size_t n = bytes.size();
+    while (i < n) {
+        std::size_t ascii = i;
+        while (ascii < n && p[ascii] < 0x80) ++ascii;
+        if (ascii > i) {
+            out.append(reinterpret_cast<const char*>(p + i), ascii - i);
+            i = ascii;
+            continue;
+        }
+        const Step s = step(p + i, n - i);
+        if (s.kind == Step::Char) {
+            out.append(reinterpret_cast<const char*>(p + i), s.length);
+        } else if (s.kind == Step::Bad) {
+            out += kReplacement;
+        } else {
+            std::memcpy(carry_, p + i, n - i);
+            carry_size_ = n - i;
+            return;
+        }
+        i += s.length;
+    }
+}
+
+void Utf8Decoder::flush(std::string& out) {
+    if (carry_size_ == 0) return;
+    out += kReplacement;
+    carry_size_ = 0;
+}
+
+std::string json_string(std::string_view text) {
+    std::string out;
+    out.reserve(text.size() + 2);
+    out += '"';
+    for (const char c : text) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            case '\b': out += "\\b"; break;
+            case '\f': out += "\\f"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) {
+                    char escape[8];
+                    std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
+                    out += escape;
+                } else {
+                    out += c;
+                }
+        }
+    }
+    out += '"';
+    return out;
+}
+
+// ---- Recorder ----------------------------------------------------------------------------
+
+int Recorder::create(int directory, Setup setup, std::unique_ptr<Recorder>& out) {
+    // As asciinema writes it: its key order and separators.
+    std::string line = "{\"version\": 2, \"width\": " + std::to_string(setup.size.cols) +
+                       ", \"height\": " + std::to_string(setup.size.rows) +
+                       ", \"timestamp\": " + std::to_string(setup.timestamp) +
+                       ", \"command\": " + json_string(utf8(setup.command)) + ", \"env\": {";
+    if (setup.term) line += "\"TERM\": " + json_string(utf8(*setup.term));
+    line += "}}\n";
+
+    UniqueFd file(::openat(directory, setup.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!file) return -errno;
+    const std::uint64_t start = setup.clock();
+    std::unique_ptr<Recorder> recorder(new Recorder(std::move(file), std::move(setup), start, 0));
+    if (const int r = recorder->write_all(line); r < 0) {
+        recorder->file_.reset();
+        recorder->setup_.closed = nullptr;
+        ::unlinkat(directory, recorder->setup_.name.c_str(), 0);  // ours: O_EXCL made it
+        return r;
+    }
+    out = std::move(recorder);
+    return 0;
+}
+
+Recorder::Recorder(UniqueFd file, Setup setup, std::uint64_t start_usec, std::uint64_t written)
+    : file_(std::move(file)), setup_(std::move(setup)), start_usec_(start_usec), written_(written) {}
+
+Recorder::~Recorder() { finish(); }
+
+void Recorder::output(std::span<const std::uint8_t> first, std::span<const std::uint8_t> second) {
+    if (!file_) return;
+    text_.clear();
+    decoder_.decode(first, text_);
+    decoder_.decode(second, text_);
+    if (!text_.empty()) event("o", text_);
+}
+
+void Recorder::resize(protocol::WindowSize size) {
+    if (!file_ || size == setup_.size) return;
+    setup_.size = size;
+    event("r", std::to_string(size.cols) + "x" + std::to_string(size.rows));
+}
+
+void Recorder::finish() {
+    if (!file_) return;
+    text_.clear();
+    decoder_.flush(text_);
+    if (!text_.empty()) event("o", text_);
+    close();
+}
+
+void Recorder::event(const char* type, std::string_view text) {
+    const std::uint64_t now = setup_.clock();
+    const std::string time = seconds_text(now > start_usec_ ? now - start_usec_ : 0);
+    std::string line = "[" + time + ", \"" + type + "\", " + json_string(text) + "]\n";
+    if (written_ + line.size() + kMarkerRoom <= setup_.max_bytes) {
+        if (const int r = write_all(line); r < 0) stop(r);
+        return;
+    }
+    const std::string label = "recording stopped: it reached max_bytes (" + std::to_string(setup_.max_bytes) + ")";
+    line = "[" + time + ", \"m\", " + json_string(label) + "]\n";
+    if (const int r = write_all(line); r < 0) return stop(r);
+    log_warning("session recording stopped at its size limit",
+                {{"RECORDING", setup_.path}, {"MAX_BYTES", std::to_string(setup_.max_bytes)}});
+    close();
+}
+
+// All of `data`: 0, or -errno. written_ counts what was written in full.
+int Recorder::write_all(std::string_view data) {
+    std::size_t done = 0;
+    while (done < data.size()) {
+        const ssize_t n = ::write(file_.get(), data.data() + done, data.size() - done);
+        if (n > 0) {
+            done += static_cast<std::size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        return n < 0 ? -errno : -EIO;
+    }
+    written_ += data.size();
+    return 0;
+}
+
+// A write failed: the recording ends with its last whole line; the session goes on.
+void Recorder::stop(int error) {
+    [[maybe_unused]] const int r = ::ftruncate(file_.get(), static_cast<off_t>(written_));  // best effort
+    log_warning("session recording stopped: cannot write",
+                {{"RECORDING", setup_.path}, {"ERROR", std::strerror(-error)}});
+    close();
+}
+
+void Recorder::close() {
+    file_.reset();
+    if (auto closed = std::move(setup_.closed)) {
+        setup_.closed = nullptr;
+        closed();
+    }
+}
+
+// ---- Recordings --------------------------------------------------------------------------
+
+Recordings::Recordings(Recording config, sd_event* event) : config_(std::move(config)), event_(event) {}
+
+Recordings::~Recordings() = default;
+
+int Recordings::init() {
+    if (config_.directory.empty()) return 0;
+    if (const int r = open_private_directory(config_.directory, directory_); r < 0) return r;
+    log_info("recording sessions",
+             {{"DIRECTORY", config_.directory}, {"MAX_BYTES", std::to_string(config_.max_bytes)},
+              {"RETENTION_S", std::to_string(config_.retention.count())}});
+    expire();
+    return 0;
+}
+
+std::unique_ptr<Recorder> Recordings::start(const std::string& id, const std::vector<std::string>& argv,
+                                            const std::vector<std::string>& env, protocol::WindowSize size) {
+    if (!directory_) return nullptr;
+    Recorder::Setup setup;
+    setup.name = id + ".cast";
+    setup.path = config_.directory + "/" + setup.name;
+    setup.size = size;
+    setup.timestamp = static_cast<std::int64_t>(std::time(nullptr));
+    for (const auto& arg : argv) setup.command += (setup.command.empty() ? "" : " ") + arg;
+    for (const auto& entry : env)
+        if (entry.starts_with("TERM=")) {
+            setup.term = entry.substr(5);
+            break;
+        }
+    setup.max_bytes = config_.max_bytes;
+    setup.clock = [event = event_] { return now_usec(event); };
+    setup.closed = [this, name = setup.name] { open_.erase(name); };
+    const std::string name = setup.name, path = setup.path;
+    std::unique_ptr<Recorder> recorder;
+    if (const int r = Recorder::create(directory_.get(), std::move(setup), recorder); r < 0) {
+        log_warning("cannot record a session; it runs unrecorded",
+                    {{"SESSION", id}, {"RECORDING", path}, {"ERROR", std::strerror(-r)}});
+        return nullptr;
+    }
+    open_.insert(name);
+    return recorder;
+}
+
+void Recordings::expire() {
+    if (config_.retention.count() == 0) return;  // kept forever
+    const std::time_t cutoff = std::time(nullptr) - static_cast<std::time_t>(config_.retention.count());
+    if (const int r = delete_expired_recordings(directory_.get(), cutoff, open_); r < 0)
+        log_error_errno(r, "cannot delete expired session recordings", {{"DIRECTORY", config_.directory}});
+    else if (r > 0)
+        log_info("expired session recordings deleted",
+                 {{"DIRECTORY", config_.directory}, {"COUNT", std::to_string(r)}});
+    if (const int r = rearm_timer(event_, expiry_timer_, kExpiryIntervalUsec, [this] { expire(); }); r < 0)
+        log_error_errno(r, "cannot schedule the deletion of expired session recordings; they are kept",
+                        {{"DIRECTORY", config_.directory}});
+}
+
+int delete_expired_recordings(int directory, std::time_t cutoff, const std::set<std::string>& keep) {
+    UniqueFd dup(::openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dup) return -errno;
+    DIR* d = ::fdopendir(dup.get());
+    if (!d) return -errno;
+    (void)dup.release();  // closedir() closes it
+    std::vector<std::string> expired;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name.size() <= 5 || !name.ends_with(".cast") || keep.contains(name)) continue;
+        struct stat st{};
+        if (::fstatat(directory, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+        if (S_ISREG(st.st_mode) && st.st_mtime < cutoff) expired.push_back(name);
+    }
+    ::closedir(d);
+    int deleted = 0;
+    for (const auto& name : expired)
+        if (::unlinkat(directory, name.c_str(), 0) == 0) ++deleted;
+    return deleted;
+}
+
+}  // namespace ptyvisor::server
