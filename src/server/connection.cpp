@@ -442,10 +442,7 @@ void Connection::pump_output() {
     while (out_.size() < kPumpBytes && cursor_ < log.end()) {
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(log.end() - cursor_, protocol::kMaxIoPayloadSize));
         const auto view = log.view(cursor_, n);
-        auto space = out_.prepare_output(view.size());
-        std::memcpy(space.data(), view.first.data(), view.first.size());
-        if (!view.second.empty()) std::memcpy(space.data() + view.first.size(), view.second.data(), view.second.size());
-        out_.commit_output(view.size());
+        out_.push_output(view.first, view.second);
         cursor_ += view.size();
         advanced = true;
     }

@@ -154,10 +154,7 @@ void Connection::handle_read(const protocol::Frame& frame) {
     for (std::uint64_t at = from; at < from + length;) {
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(from + length - at, protocol::kMaxIoPayloadSize));
         const auto view = log.view(at, n);
-        auto space = out_.prepare_output(view.size());
-        std::memcpy(space.data(), view.first.data(), view.first.size());
-        if (!view.second.empty()) std::memcpy(space.data() + view.first.size(), view.second.data(), view.second.size());
-        out_.commit_output(view.size());
+        out_.push_output(view.first, view.second);
         at += view.size();
     }
     last_queued_ = true;

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace ptyvisor::server {
@@ -43,6 +44,13 @@ void OutputQueue::drop_unsent() {
         data_.clear();
         start_ = head_start_ = head_end_ = 0;
     }
+}
+
+void OutputQueue::push_output(std::span<const std::uint8_t> first, std::span<const std::uint8_t> second) {
+    auto space = prepare_output(first.size() + second.size());
+    std::copy(first.begin(), first.end(), space.begin());
+    std::copy(second.begin(), second.end(), space.begin() + static_cast<std::ptrdiff_t>(first.size()));
+    commit_output(space.size());
 }
 
 std::span<std::uint8_t> OutputQueue::prepare_output(std::size_t max) {

@@ -40,6 +40,10 @@ public:
     void set_version(std::uint8_t version) { version_ = version; }
     void push(protocol::FrameType type, std::string_view payload);
 
+    // One OUTPUT frame of `first` then `second` (the two pieces of a ring's view), copied;
+    // together at most kMaxIoPayloadSize bytes, and not both empty.
+    void push_output(std::span<const std::uint8_t> first, std::span<const std::uint8_t> second);
+
     // Space for one OUTPUT frame of up to `max` payload bytes; fill it, then commit(n).
     std::span<std::uint8_t> prepare_output(std::size_t max);
     void commit_output(std::size_t n);
