@@ -945,7 +945,9 @@ class Suite:
                         j = {"controller_mbps": mbps, "all_mbps": mbps, "observer_lost": 0, "observer_received": 0,
                              "observer_dropped_notices": 0}
                     else:
+                        c0 = self.cpu_seconds(self.daemon.pid)
                         j, commands[c] = self.sessionbench("observers", ["--observers", configs[c], "--bytes", n], timeout=600)
+                        j["daemon_cpu_s"] = self.cpu_seconds(self.daemon.pid) - c0
                 except (Failure, ValueError, KeyError) as e:
                     self.fail("observers", c, str(e))
                     continue
@@ -966,6 +968,8 @@ class Suite:
                 "observer_received": sum(x["observer_received"] for x in runs),
                 "observer_dropped_notices": sum(x["observer_dropped_notices"] for x in runs),
                 "samples": runs}
+            if all("daemon_cpu_s" in x for x in runs):
+                out["configs"][c]["daemon_cpu_s"] = statistics.median(x["daemon_cpu_s"] for x in runs)
         base = out["configs"].get(names[1])
         fp = out["configs"].get(ref)
         for c, v in out["configs"].items():
@@ -1275,10 +1279,12 @@ class Suite:
                   "rotated each round). **lost** = the bytes DROPPED notices told the observers they would never get, "
                   "summed over observers and runs; every observer's bytes received + lost came to N + 1, and the "
                   "controller lost none. The reference is termbench's forkpty reader of the same command, timed from "
-                  "forkpty() to EIO, its byte count checked. MB/s is 10^6 bytes per second. Load average (1, 5, 15 "
+                  "forkpty() to EIO, its byte count checked. MB/s is 10^6 bytes per second. **daemon CPU** is the "
+                  "median over runs of ptyvisord's user + system time (/proc/PID/stat, 10 ms ticks) from the start to "
+                  "the end of one sessionbench process, session start included. Load average (1, 5, 15 "
                   f"min) before: {self.loadavg(o)}.", "",
-                  "| configuration | runs | controller MB/s, median (min–max) | all readers MB/s, median | observers: bytes received / lost (DROPPED notices), all runs | ratio of medians to 1 client | median of per-round ratios to 1 client | ratio of medians to forkpty |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| configuration | runs | controller MB/s, median (min–max) | all readers MB/s, median | observers: bytes received / lost (DROPPED notices), all runs | ratio of medians to 1 client | median of per-round ratios to 1 client | ratio of medians to forkpty | daemon CPU s per run, median |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
             for c, v in o["configs"].items():
                 obs = (f"{v['observer_received']} / {v['observer_lost']} ({v['observer_dropped_notices']})"
                        if "observers" in c else "–")
@@ -1286,7 +1292,8 @@ class Suite:
                 rf = f"{v['ratio_forkpty']:.3f}x" if "ratio_forkpty" in v else "n/a"
                 pr = f"{v['median_round_ratio']:.3f}x" if "median_round_ratio" in v else "–"
                 L.append(f"| {c} | {v['runs']} | {v['controller_mbps']:.1f} ({v['controller_mbps_min']:.1f}–"
-                         f"{v['controller_mbps_max']:.1f}) | {v['all_mbps']:.1f} | {obs} | {ratio} | {pr} | {rf} |")
+                         f"{v['controller_mbps_max']:.1f}) | {v['all_mbps']:.1f} | {obs} | {ratio} | {pr} | {rf} | "
+                         + (f"{v['daemon_cpu_s']:.2f}" if "daemon_cpu_s" in v else "–") + " |")
             rounds_txt = "; ".join(f"round {i + 1}: " + ", ".join(f"{c.split(' (')[0]} {x:.1f}" for c, x in rd.items())
                                    for i, rd in enumerate(o.get("by_round", [])))
             L += ["", f"Controller MB/s of each round, in the order run: {rounds_txt}."]
