@@ -8,6 +8,10 @@ count the terminal must relay, and nothing is retried: a failed sample fails its
 "ptyvisor-raw" is termbench's raw protocol client; "ptyvisor (CLI)" is `ptyvisor run`. Results: DIR/results.json, DIR/results.csv,
 DIR/results.md and DIR/performance.png.
 
+The persistent-session benchmarks (idle-sessions, replay, observers) use bench/sessionbench,
+a raw protocol client of version 2, and measure against the goals of docs/performance.md,
+"Persistent sessions": they have no forkpty contender.
+
 Everything is bounded in time, and every process started here is stopped by PID on exit.
 """
 import argparse
@@ -18,6 +22,7 @@ import platform
 import pwd
 import resource
 import select
+import shlex
 import shutil
 import signal
 import socket
@@ -31,8 +36,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ACCOUNT = "ptyvisor-test"
 # In run order: memory first, so that its idle numbers are those of a fresh daemon whose heap
 # no earlier transfer has grown.
-ALL = ["memory", "throughput", "latency", "start", "scale", "cpu", "syscalls", "micro"]
+# The persistent-session benchmarks come next: idle-sessions measures deltas of the daemon's
+# memory and wants it quiet, with no session retained from an earlier benchmark.
+ALL = ["memory", "idle-sessions", "replay", "observers", "throughput", "latency", "start", "scale", "cpu",
+       "syscalls", "micro"]
 REQUIRED = {"forkpty", "script", "ptyvisor", "ptyvisor-raw", "ptyvisor (CLI)"}  # contenders that must always work
+PERSISTENT = {"idle-sessions", "replay", "observers"}  # benchmarks whose every failure fails the run
+# The goals of persistent sessions (docs/performance.md, "Persistent sessions").
+GOAL_REPLAY_MS = 20.0
+GOAL_OBSERVER_RATIO = 0.9
+GOAL_IDLE_KIB = 16.0
+GOAL_LIST_MS = 20.0
+OBSERVERS = 8
 TEXT_LINE = "some text line"
 
 
@@ -57,6 +72,7 @@ class Suite:
             "ptyvisor": os.path.join(self.build, "src/cli/ptyvisor"),
             "termbench": os.path.join(self.build, "bench/termbench"),
             "micro": os.path.join(self.build, "bench/micro_protocol"),
+            "sessionbench": os.path.join(self.build, "bench/sessionbench"),
         }
         pw = pwd.getpwnam(ACCOUNT)
         self.uid, self.gid, self.home = pw.pw_uid, pw.pw_gid, pw.pw_dir
@@ -73,6 +89,7 @@ class Suite:
         self.ssh = None
         self.ssh_pid = None
         self.cgroup = None
+        self.extra_cgroups = []  # of the fresh daemon that idle-sessions starts
 
     # ---- processes -------------------------------------------------------------------------
 
@@ -83,15 +100,17 @@ class Suite:
     def as_account(self, argv):
         return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"] + argv
 
-    def run(self, argv, timeout, account=False, check=True, stdout=subprocess.PIPE, env=None):
-        """Runs argv to completion (bounded); returns (seconds, CompletedProcess)."""
+    def run(self, argv, timeout, account=False, check=True, stdout=subprocess.PIPE, env=None, input=None):
+        """Runs argv to completion (bounded); returns (seconds, CompletedProcess). `input`
+        (bytes) is its stdin, else /dev/null."""
         if account:
             argv = self.as_account(argv)
             env = env or self.account_env()
         t0 = time.perf_counter()
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
         try:
-            p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE,
-                               timeout=timeout, cwd=self.tmp, env=env, start_new_session=True)
+            p = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE,
+                               timeout=timeout, cwd=self.tmp, env=env, start_new_session=True, **stdin)
         except subprocess.TimeoutExpired as e:
             raise Failure(f"timed out after {timeout}s: {' '.join(argv)}") from e
         secs = time.perf_counter() - t0
@@ -138,15 +157,25 @@ class Suite:
             raise Failure(f"exit {p.returncode}: {' '.join(argv[-6:])}: {err.read().decode(errors='replace').strip()[-400:]}")
         return secs, count
 
-    def termbench(self, mode, via, cmd, timeout=120, **opts):
+    def termbench(self, mode, via, cmd, timeout=120, sock=None, **opts):
         argv = [self.bin["termbench"], mode, "--via", via, "--timeout", str(timeout)]
         if via == "ptyvisor":
-            argv += ["--socket", self.socket]
+            argv += ["--socket", sock or self.socket]
         for k, v in opts.items():
             argv += [f"--{k}", str(v)]
         argv += ["--"] + cmd
         _, p = self.run(argv, timeout + 10, account=(via == "ptyvisor"))
         return json.loads(p.stdout.decode().strip().splitlines()[-1])
+
+    def sessionbench(self, mode, args, timeout=120, input=None, sock=None):
+        """bench/sessionbench MODE as the account; returns (its JSON, the command as a person
+        would type it, with the socket as $SOCKET)."""
+        tail = ["--timeout", str(timeout)] + [str(a) for a in args]
+        argv = [self.bin["sessionbench"], mode, "--socket", sock or self.socket] + tail
+        shown = " ".join([os.path.relpath(self.bin["sessionbench"], ROOT), mode, "--socket", "$SOCKET"] +
+                         [shlex.quote(a) for a in tail])
+        _, p = self.run(argv, timeout + 10, account=True, input=input)
+        return json.loads(p.stdout.decode().strip().splitlines()[-1]), shown
 
     def stop_all(self):
         for p, how in reversed(self.procs):
@@ -164,6 +193,8 @@ class Suite:
             except ProcessLookupError:
                 pass
         self.remove_cgroup()
+        for cg in self.extra_cgroups:
+            self.remove_cgroup(cg)
         if self.harness:
             subprocess.run([os.path.join(ROOT, "tests/harness/down.sh"), self.harness["dir"]],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
@@ -172,30 +203,36 @@ class Suite:
     # ---- the daemon ------------------------------------------------------------------------
 
     def start_daemon(self):
-        cfg = os.path.join(self.tmp, "ptyvisord.toml")
+        self.daemon, self.cgroup = self.launch_daemon("", self.socket)
+
+    def launch_daemon(self, tag, sock):
+        """A private ptyvisord (direct backend) on `sock`, in a cgroup of its own; returns
+        (Popen, cgroup path or None) once it has sent READY=1. `tag` keeps the files of a
+        second daemon apart from the first's."""
+        cfg = os.path.join(self.tmp, f"ptyvisord{tag}.toml")
         with open(cfg, "w") as f:
-            f.write(f'user = "{ACCOUNT}"\nsocket = "{self.socket}"\nbackend = "direct"\n'
-                    f'state_directory = "{self.tmp}/state"\n[limits]\nadmissions_per_minute = 1000000\n'
+            f.write(f'user = "{ACCOUNT}"\nsocket = "{sock}"\nbackend = "direct"\n'
+                    f'state_directory = "{self.tmp}/state{tag}"\n[limits]\nadmissions_per_minute = 1000000\n'
                     'max_sessions = 2000\nmax_unauthenticated = 2000\n')
-        notify_path = os.path.join(self.tmp, "notify")
+        notify_path = os.path.join(self.tmp, f"notify{tag}")
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify.bind(notify_path)
         notify.settimeout(15)
         env = dict(os.environ, NOTIFY_SOCKET=notify_path)
-        self.daemon_log = open(os.path.join(self.out, "ptyvisord.log"), "w")
+        daemon_log = open(os.path.join(self.out, f"ptyvisord{tag}.log"), "w")
         # The direct backend keeps its sessions in <its own cgroup>/ptyvisor.sessions and, at
         # start-up, kills every cgroup it finds there. Any other ptyvisord started from the same
         # cgroup (a test suite on this machine) would kill our sessions: give ours a cgroup of
         # its own.
-        self.cgroup = self.private_cgroup()
-        procs = os.path.join(self.cgroup, "cgroup.procs") if self.cgroup else None
+        cgroup = self.private_cgroup(tag)
+        procs = os.path.join(cgroup, "cgroup.procs") if cgroup else None
 
         def enter_cgroup():
             if procs:
                 with open(procs, "w") as f:
                     f.write("0")
         p = subprocess.Popen([self.bin["ptyvisord"], "--config", cfg], stdin=subprocess.DEVNULL,
-                             stdout=self.daemon_log, stderr=self.daemon_log, env=env, cwd=self.tmp,
+                             stdout=daemon_log, stderr=daemon_log, env=env, cwd=self.tmp,
                              preexec_fn=enter_cgroup)
         self.procs.append((p, lambda q: q.send_signal(signal.SIGTERM)))
         try:
@@ -207,10 +244,10 @@ class Suite:
             raise Failure("ptyvisord did not send READY=1 within 15 s") from e
         finally:
             notify.close()
-        self.daemon = p
-        log(f"ptyvisord ready, pid {p.pid}")
+        log(f"ptyvisord{tag} ready, pid {p.pid}")
+        return p, cgroup
 
-    def private_cgroup(self):
+    def private_cgroup(self, tag=""):
         for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
             if os.path.exists(os.path.join(mount, "cgroup.procs")) and \
                     subprocess.run(["stat", "-fc", "%T", mount], capture_output=True, text=True).stdout.strip() == "cgroup2fs":
@@ -220,7 +257,7 @@ class Suite:
             return None
         with open("/proc/self/cgroup") as f:
             own = next((line.strip()[3:] for line in f if line.startswith("0::")), "/")
-        path = os.path.join(mount + own, f"ptyvisor-bench-{os.getpid()}")
+        path = os.path.join(mount + own, f"ptyvisor-bench-{os.getpid()}{tag}")
         try:
             os.mkdir(path)
         except OSError as e:
@@ -228,22 +265,23 @@ class Suite:
             return None
         return path
 
-    def remove_cgroup(self):
-        if not self.cgroup:
+    def remove_cgroup(self, cgroup=None):
+        cgroup = cgroup or self.cgroup
+        if not cgroup:
             return
         for _ in range(50):
             try:
-                sessions = os.path.join(self.cgroup, "ptyvisor.sessions")
+                sessions = os.path.join(cgroup, "ptyvisor.sessions")
                 if os.path.isdir(sessions):
                     for child in os.listdir(sessions):
                         if os.path.isdir(os.path.join(sessions, child)):
                             os.rmdir(os.path.join(sessions, child))
                     os.rmdir(sessions)
-                os.rmdir(self.cgroup)
+                os.rmdir(cgroup)
                 return
             except OSError:
                 time.sleep(0.1)
-        log(f"could not remove {self.cgroup}")
+        log(f"could not remove {cgroup}")
 
     def proc_stat(self):
         """(cpu seconds, voluntary+involuntary context switches, schedstat runs, rss KiB, fds)."""
@@ -726,6 +764,232 @@ class Suite:
         out["after"] = {"rss_kib": after["rss_kib"], "fds": after["fds"]}
         self.results["memory"] = out
 
+    # ---- persistent sessions (protocol version 2) -------------------------------------------
+
+    def daemon_memory(self, pid):
+        """A daemon's memory, as the kernel accounts it: VmRSS and its parts and VmPTE (its
+        page tables) from /proc/PID/status, Pss from /proc/PID/smaps_rollup, and its memfds
+        (the output logs): how many, their size and the bytes allocated to them (st_blocks *
+        512, through /proc/PID/fd, which needs root). KiB, but `memfds` and `fds` (counts)."""
+        m = {}
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k = line.split(":")[0]
+                if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE"):
+                    m[k] = int(line.split()[1])
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                k = line.split(":")[0]
+                if k in ("Pss", "Pss_Anon", "Pss_Shmem"):
+                    m[k] = int(line.split()[1])
+        memfds = size = allocated = fds = 0
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            fds += 1
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
+                    continue
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:  # closed meanwhile
+                continue
+            memfds += 1
+            size += st.st_size
+            allocated += st.st_blocks * 512
+        m.update({"memfds": memfds, "memfd_size": size // 1024, "memfd_allocated": allocated // 1024, "fds": fds})
+        return m
+
+    @staticmethod
+    def cpu_seconds(pid):
+        """User + system CPU seconds of a process, all its threads (10 ms ticks)."""
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def context_switches(pid):
+        """(voluntary, involuntary) context switches, summed over a process's threads."""
+        vol = inv = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches"):
+                            vol += int(line.split()[1])
+                        elif line.startswith("nonvoluntary_ctxt_switches"):
+                            inv += int(line.split()[1])
+            except OSError:  # a thread that ended meanwhile
+                pass
+        return vol, inv
+
+    def wakeups(self, pid, window):
+        a = self.context_switches(pid)
+        time.sleep(window)
+        b = self.context_switches(pid)
+        return {"voluntary_per_s": (b[0] - a[0]) / window, "involuntary_per_s": (b[1] - a[1]) / window,
+                "voluntary": b[0] - a[0], "involuntary": b[1] - a[1], "window_s": window}
+
+    def bench_idle_sessions(self):
+        """K detached idle sessions (`cat`) on a fresh daemon of their own: its memory per
+        session, its wake-ups while they idle, and LIST latency with all of them listed."""
+        k = 50 if self.smoke else 1000
+        window = 1.0 if self.smoke else 5.0
+        lists, warm = (10, 2) if self.smoke else (50, 5)
+        # A daemon of its own, so that no earlier benchmark has grown its heap (freed memory
+        # that it would reuse, and the per-session figure would hide) or left sessions in it.
+        sock = os.path.join(self.tmp, "ptyvisor-idle.sock")
+        daemon, cgroup = self.launch_daemon("-idle", sock)
+        if cgroup:
+            self.extra_cgroups.append(cgroup)
+        pid = daemon.pid
+        ids = []
+        out = {"sessions": k, "commands": {}, "loadavg": {"before": os.getloadavg()}}
+        try:
+            # One session first, as in `memory`: code and lazily opened things, once.
+            self.termbench("start", "ptyvisor", ["true"], timeout=30, count=1, warmup=0, sock=sock)
+            time.sleep(0.5)
+            before = self.daemon_memory(pid)
+            idle0 = self.wakeups(pid, window)
+            j, out["commands"]["start"] = self.sessionbench("idle-start", ["--sessions", k, "--window", 4, "--", "cat"],
+                                                            timeout=300, sock=sock)
+            ids = j["ids"]
+            out["start_s"] = j["seconds"]
+            if len(ids) != k or len(set(ids)) != k:
+                raise Failure(f"idle-start reported {len(set(ids))} distinct sessions, {k} asked for")
+            time.sleep(1.0)  # the starters' connections are closed and handled
+            after = self.daemon_memory(pid)
+            idle = self.wakeups(pid, window)
+            c0 = self.cpu_seconds(pid)
+            lj, out["commands"]["list"] = self.sessionbench("list", ["--count", lists, "--warmup", warm, "--expect", k],
+                                                            timeout=120, sock=sock)
+            lj["daemon_cpu_ms_per_list"] = (self.cpu_seconds(pid) - c0) * 1000 / (lists + warm)
+            lj["requests"] = lists + warm
+            after_list = self.daemon_memory(pid)
+            kj, out["commands"]["kill"] = self.sessionbench("kill", ["--window", 4], timeout=300, sock=sock,
+                                                            input="\n".join(ids).encode())
+            out["commands"]["kill"] += " < ids"
+            if kj["killed"] != len(ids):
+                raise Failure(f"kill ended {kj['killed']} of {len(ids)} sessions")
+        finally:
+            out["loadavg"]["after"] = os.getloadavg()
+            daemon.send_signal(signal.SIGTERM)  # ends whatever is left, each session cleaned up
+            try:
+                daemon.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+            if daemon.returncode != 0:
+                self.fail("idle-sessions", "ptyvisord", f"the idle-sessions daemon exited with {daemon.returncode}")
+            # Its cgroup goes in stop_all(): the kernel may still be releasing it now.
+        per = {key: (after[key] - before[key]) / k for key in before}
+        # RSS counts the memfd pages the daemon has mapped and touched (RssShmem) too; the
+        # total counts each page once: anonymous and file RSS, the memfds' allocation, and
+        # the page tables that map them.
+        def total(m):
+            return m["VmRSS"] - m["RssShmem"] + m["memfd_allocated"] + m["VmPTE"]
+        tot = (total(after) - total(before)) / k
+        out.update({"before": before, "after": after, "after_list": after_list, "per_session_kib": per,
+                    "total_per_session_kib": tot, "wakeups_0": idle0, "wakeups": idle, "list": lj,
+                    "kill_s": kj["seconds"]})
+        self.results["idle-sessions"] = out
+        case = f"{k} detached idle sessions"
+        for key, name in (("VmRSS", "RSS"), ("Pss", "PSS"), ("memfd_allocated", "memfd allocated"), ("VmPTE", "page tables")):
+            self.row("idle-sessions", case, "ptyvisord", f"{name} per session", round(per[key], 2), "KiB")
+        self.row("idle-sessions", case, "ptyvisord", "total per session", round(tot, 2), "KiB")
+        self.row("idle-sessions", case, "ptyvisord", "voluntary switches", idle["voluntary_per_s"], "1/s")
+        self.row("idle-sessions", case, "sessionbench", "LIST p50", round(lj["us"]["p50"] / 1000, 3), "ms")
+        self.row("idle-sessions", case, "sessionbench", "LIST p99", round(lj["us"]["p99"] / 1000, 3), "ms")
+        log(f"idle-sessions: {json.dumps({'per_session_kib': per, 'total': tot, 'wakeups': idle, 'list': lj})}")
+
+    def bench_replay(self):
+        """ATTACH from=start to a detached idle session whose log is full, to its last byte."""
+        count, warm = (10, 2) if self.smoke else (200, 10)
+        lines = 400000  # `seq 1 400000` prints 3088895 bytes with \\r\\n: more than the 2 MiB log
+        length = 2 << 20  # output_log_bytes, the default: the daemon's configuration here leaves it
+        la = os.getloadavg()
+        j, cmd = self.sessionbench("replay", ["--count", count, "--warmup", warm, "--lines", lines,
+                                              "--expect-length", length], timeout=300)
+        j["command"] = cmd
+        j["loadavg"] = {"before": la, "after": os.getloadavg()}
+        self.results["replay"] = j
+        for kind, st in j["us"].items():
+            self.row("replay", f"from=start, {j['length']} bytes", kind, "p50", round(st["p50"] / 1000, 3), "ms")
+            self.row("replay", f"from=start, {j['length']} bytes", kind, "p99", round(st["p99"] / 1000, 3), "ms")
+        log("replay: " + ", ".join(f"{k} p50 {v['p50'] / 1000:.2f} ms p99 {v['p99'] / 1000:.2f} ms" for k, v in j["us"].items()))
+
+    def bench_observers(self):
+        """One client against one controller + 8 observers, the same output, interleaved with
+        forkpty reading the same command (the physical limit, for reference)."""
+        n = 8 << 20 if self.smoke else 256 << 20
+        ref = "forkpty (reference, no daemon)"
+        configs = {ref: None, "1 client (controller)": 0, f"1 controller + {OBSERVERS} observers": OBSERVERS}
+        names = list(configs)
+        samples = {c: [] for c in names}
+        by_round = []  # {config: MB/s} of each round: the three ran back to back
+        commands = {}
+        la = os.getloadavg()
+        for r in range(self.rounds()):
+            by_round.append({})
+            for c in names[r % len(names):] + names[:r % len(names)]:
+                if c in self.failed_contenders("observers"):
+                    continue
+                # No retry: a run in which any reader failed to account for every byte fails
+                # its configuration (sessionbench exits 1 and says which reader).
+                try:
+                    if configs[c] is None:
+                        cmd = ["head", "-c", str(n), "/dev/zero"]
+                        j = self.termbench("throughput", "pty", cmd, timeout=600)
+                        commands[c] = (os.path.relpath(self.bin["termbench"], ROOT) + " throughput --via pty --timeout 600 -- "
+                                       + " ".join(cmd))
+                        if j["bytes"] != n:
+                            raise Failure(f"{j['bytes']} bytes arrived, {n} expected; sample discarded")
+                        mbps = n / j["seconds"] / 1e6
+                        j = {"controller_mbps": mbps, "all_mbps": mbps, "observer_lost": 0, "observer_received": 0,
+                             "observer_dropped_notices": 0}
+                    else:
+                        c0 = self.cpu_seconds(self.daemon.pid)
+                        j, commands[c] = self.sessionbench("observers", ["--observers", configs[c], "--bytes", n], timeout=600)
+                        j["daemon_cpu_s"] = self.cpu_seconds(self.daemon.pid) - c0
+                except (Failure, ValueError, KeyError) as e:
+                    self.fail("observers", c, str(e))
+                    continue
+                samples[c].append(j)
+                by_round[-1][c] = j["controller_mbps"]
+        out = {"bytes": n, "configs": {}, "commands": commands, "reference": ref, "by_round": by_round,
+               "loadavg": {"before": la, "after": os.getloadavg()}}
+        for c, runs in samples.items():
+            if not runs:
+                continue
+            out["configs"][c] = {
+                "runs": len(runs),
+                "controller_mbps": statistics.median(x["controller_mbps"] for x in runs),
+                "controller_mbps_min": min(x["controller_mbps"] for x in runs),
+                "controller_mbps_max": max(x["controller_mbps"] for x in runs),
+                "all_mbps": statistics.median(x["all_mbps"] for x in runs),
+                "observer_lost": sum(x["observer_lost"] for x in runs),
+                "observer_received": sum(x["observer_received"] for x in runs),
+                "observer_dropped_notices": sum(x["observer_dropped_notices"] for x in runs),
+                "samples": runs}
+            if all("daemon_cpu_s" in x for x in runs):
+                out["configs"][c]["daemon_cpu_s"] = statistics.median(x["daemon_cpu_s"] for x in runs)
+        base = out["configs"].get(names[1])
+        fp = out["configs"].get(ref)
+        for c, v in out["configs"].items():
+            if base:
+                v["ratio_controller"] = v["controller_mbps"] / base["controller_mbps"]
+                v["ratio_all"] = v["all_mbps"] / base["controller_mbps"]
+            if fp:
+                v["ratio_forkpty"] = v["controller_mbps"] / fp["controller_mbps"]
+            # The machine's load can change between rounds more than between two runs of one
+            # round: the ratio within each round, and their median, is the paired statistic.
+            paired = [rd[c] / rd[names[1]] for rd in by_round if c in rd and names[1] in rd]
+            if paired and c != ref:
+                v["round_ratios"] = paired
+                v["median_round_ratio"] = statistics.median(paired)
+            self.row("observers", c, "sessionbench" if c != ref else "forkpty", "MB/s", round(v["controller_mbps"], 2), "MB/s",
+                     round(v["ratio_forkpty"], 3) if fp else None)
+        self.results["observers"] = out
+        log("observers: " + ", ".join(f"{c} {v['controller_mbps']:.1f} MB/s (lost {v['observer_lost']})"
+                                      for c, v in out["configs"].items()))
+
     def bench_scale(self):
         counts = [1, 16] if self.smoke else [1, 16, 256]
         secs = 1.0 if self.smoke else 3.0
@@ -839,7 +1103,9 @@ class Suite:
                 lscpu[k.strip()] = v.strip()
         return {"nproc": cmd(["nproc"]), "model": lscpu.get("Model name"), "hypervisor": lscpu.get("Hypervisor vendor"),
                 "uname": cmd(["uname", "-srvmo"]), "mem": cmd(["sh", "-c", "grep MemTotal /proc/meminfo"]),
-                "python": platform.python_version(), "git": cmd(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])}
+                "python": platform.python_version(), "git": cmd(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]),
+                # Named in every table: a run of a tree with uncommitted changes says so.
+                "dirty": bool(cmd(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]))}
 
     def write_reports(self, argv):
         shown, skip_next = [], False
@@ -925,6 +1191,127 @@ class Suite:
                 L.append(f"| {k} | {v['rss_kib']} | {v['per_session_kib']:.1f} | {v['fds_per_session']:.1f} | "
                          f"{v['wakeups_per_s']:.1f} |")
             L += ["", f"RSS after the sessions ended: {mm['after']['rss_kib']} KiB.", ""]
+        persistent = [n for n in ("idle-sessions", "replay", "observers") if n in R]
+        if persistent:
+            stamp = lambda name: (f"Commit {m['git']}" + (" (with uncommitted changes)" if m.get("dirty") else "")  # noqa: E731
+                                  + f"; this run: `{doc['command']}`; this table alone: `bench/run.sh --only {name}"
+                                  + (" --smoke" if doc["smoke"] else "") + "`.")
+            goals = []
+        if "idle-sessions" in R:
+            s = R["idle-sessions"]
+            k, b, a, per = s["sessions"], s["before"], s["after"], s["per_session_kib"]
+            L += [f"### Persistent sessions: {k} idle detached sessions", "", stamp("idle-sessions"), "",
+                  f"`cat` in {k} detached sessions, no client attached, started 4 at a time (`{s['commands']['start']}`, "
+                  "as the account), on a fresh daemon of their own (same configuration, one session run and ended "
+                  "first), so that no earlier benchmark's freed heap hides what they take. Its memory was read before "
+                  f"the first START and 1 s after the last STARTED; per session is the difference divided by {k}. KiB "
+                  f"throughout. Load average (1, 5, 15 min) before: {self.loadavg(s)}.", "",
+                  "| measure | before | with the sessions | per session |", "| --- | --- | --- | --- |"]
+            for key, name in (("VmRSS", "RSS (`VmRSS`, /proc/PID/status)"), ("RssAnon", "of which anonymous (`RssAnon`)"),
+                              ("RssShmem", "of which output-log pages mapped and touched (`RssShmem`)"),
+                              ("Pss", "PSS (`Pss`, /proc/PID/smaps_rollup)"),
+                              ("VmPTE", "page tables (`VmPTE`; kernel memory, not in RSS)"),
+                              ("memfd_allocated", "output logs: memfd bytes allocated (`st_blocks` × 512)"),
+                              ("memfd_size", "output logs: memfd size (`st_size`; pages are allocated when written)"),
+                              ("memfds", "output logs: memfds (count)"), ("fds", "descriptors (count)")):
+                L.append(f"| {name} | {b[key]} | {a[key]} | {per[key]:.2f} |")
+            tot = s["total_per_session_kib"]
+            L.append(f"| **daemon total: RSS − RssShmem + memfd allocated + page tables** (each page once) | | | **{tot:.2f}** |")
+            w0, w = s["wakeups_0"], s["wakeups"]
+            lj = s["list"]
+            lu = lj["us"]
+            L += ["", "Other kernel memory that each session costs (its terminal pair, socket buffers, pidfd, cgroup, the "
+                  "memfd's mapping, and the session's own processes) is in none of these figures. "
+                  f"After the LISTs below, RSS was {s['after_list']['VmRSS']} KiB (anonymous {s['after_list']['RssAnon']}): "
+                  "memory that the LIST replies used and the allocator kept.", "",
+                  f"Wake-ups: the change in context switches of all the daemon's threads (/proc/PID/task/*/status) over "
+                  f"{w['window_s']:.0f} s: with 0 sessions {w0['voluntary_per_s']:.1f}/s voluntary, "
+                  f"{w0['involuntary_per_s']:.1f}/s involuntary; with {k} idle sessions {w['voluntary_per_s']:.1f}/s voluntary, "
+                  f"{w['involuntary_per_s']:.1f}/s involuntary ({w['voluntary']} and {w['involuntary']} in the window).", "",
+                  f"LIST with {k} sessions: {lu['n']} LISTs one after another (after untimed warm-ups), each timed from the "
+                  "send() of LIST, on a connection already made, to the arrival of the whole SESSIONS frame "
+                  f"({lj['payload_bytes']} bytes). Nearest-rank p50 {lu['p50'] / 1000:.2f} ms, p99 {lu['p99'] / 1000:.2f} ms, "
+                  f"max {lu['max'] / 1000:.2f} ms. The daemon's CPU time (user + system, /proc/PID/stat, 10 ms ticks) "
+                  f"over all {lu['n']} LISTs and the warm-ups, per LIST: {lj['daemon_cpu_ms_per_list']:.2f} ms "
+                  f"(± {10 / lj['requests']:.2f} ms: one tick over them all). "
+                  f"The reply named **{lj['listed']} of the {k}** sessions (`{s['commands']['list']}`).", ""]
+            goals += [(f"memory per idle session ≤ {GOAL_IDLE_KIB:.0f} KiB ({k} sessions)",
+                       f"{tot:.2f} KiB in all (RSS {per['VmRSS']:.2f}, PSS {per['Pss']:.2f}, memfd allocated "
+                       f"{per['memfd_allocated']:.2f}, page tables {per['VmPTE']:.2f})", self.verdict(tot, GOAL_IDLE_KIB, "KiB")),
+                      (f"0 wake-ups/s with {k} idle sessions", f"{w['voluntary_per_s']:.1f}/s voluntary context switches",
+                       self.verdict(w["voluntary_per_s"], 0, "/s")),
+                      (f"LIST ≤ {GOAL_LIST_MS:.0f} ms with {k} sessions",
+                       f"p50 {lu['p50'] / 1000:.2f} ms, p99 {lu['p99'] / 1000:.2f} ms; {lj['listed']} of {k} listed",
+                       self.verdict(lu["p99"] / 1000, GOAL_LIST_MS, "ms", at="p99")
+                       + ("" if lj["listed"] == k else f"; and {k - lj['listed']} sessions missing from the reply"))]
+        if "replay" in R:
+            r = R["replay"]
+            L += [f"### Persistent sessions: replay of a full log (ATTACH from=start)", "", stamp("replay"), "",
+                  f"One detached session, `sh -c 'seq 1 {r['lines']}; exec sleep 3600'`, idle once `seq` is done; its log "
+                  f"holds offsets [{r['start']}, {r['end']}): {r['length']} bytes, full (the log is 2 MiB; `seq` wrote "
+                  f"{r['end']}). Each request is timed from just before the send() of the request, on a connection "
+                  "already made, to the return of the read() that completed the log's bytes; every reply was compared "
+                  "byte for byte with what `seq` printed. The three kinds are interleaved (rotated each iteration); "
+                  f"nearest-rank percentiles over {r['count']} of each, after {r['warmup']} untimed. `{r['command']}`, as the "
+                  f"account. Load average (1, 5, 15 min) before: {self.loadavg(r)}.", "",
+                  f"| request | n | p50 ms | p99 ms | max ms | goal ≤ {GOAL_REPLAY_MS:.0f} ms |", "| --- | --- | --- | --- | --- | --- |"]
+            names = {"observer": "ATTACH, observer", "controller": "ATTACH, controller (DETACH after, untimed)",
+                     "read": "READ (one-shot request; for comparison)"}
+            for kind, st in r["us"].items():
+                v = "–" if kind == "read" else self.verdict(st["p99"] / 1000, GOAL_REPLAY_MS, "ms", at="p99")
+                L.append(f"| {names.get(kind, kind)} | {st['n']} | {st['p50'] / 1000:.2f} | {st['p99'] / 1000:.2f} | "
+                         f"{st['max'] / 1000:.2f} | {v} |")
+                if kind != "read":
+                    goals.append((f"replay of a full log ≤ {GOAL_REPLAY_MS:.0f} ms ({names[kind]})",
+                                  f"p50 {st['p50'] / 1000:.2f} ms, p99 {st['p99'] / 1000:.2f} ms",
+                                  self.verdict(st["p99"] / 1000, GOAL_REPLAY_MS, "ms", at="p99")))
+            L.append("")
+        if "observers" in R:
+            o = R["observers"]
+            n = o["bytes"]
+            L += [f"### Persistent sessions: {OBSERVERS} observers", "", stamp("observers"), "",
+                  f"`head -c {n} /dev/zero` in a bound session (`sh -c 'stty -echo; printf R; read x; exec head -c {n} "
+                  "/dev/zero'`), released by the controller's newline once every observer has attached from=start. Each "
+                  "reader is a thread of sessionbench reading its own socket as fast as it can and checking every byte "
+                  "(R, then zeros). **controller MB/s** = N / (newline sent → the controller's last byte): the program's "
+                  "rate, since a bound session waits for its controller. **all readers MB/s** = N / (newline sent → the "
+                  "last byte of the slowest reader). Medians over the runs of each configuration, interleaved (the order "
+                  "rotated each round). **lost** = the bytes DROPPED notices told the observers they would never get, "
+                  "summed over observers and runs; every observer's bytes received + lost came to N + 1, and the "
+                  "controller lost none. The reference is termbench's forkpty reader of the same command, timed from "
+                  "forkpty() to EIO, its byte count checked. MB/s is 10^6 bytes per second. **daemon CPU** is the "
+                  "median over runs of ptyvisord's user + system time (/proc/PID/stat, 10 ms ticks) from the start to "
+                  "the end of one sessionbench process, session start included. Load average (1, 5, 15 "
+                  f"min) before: {self.loadavg(o)}.", "",
+                  "| configuration | runs | controller MB/s, median (min–max) | all readers MB/s, median | observers: bytes received / lost (DROPPED notices), all runs | ratio of medians to 1 client | median of per-round ratios to 1 client | ratio of medians to forkpty | daemon CPU s per run, median |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            for c, v in o["configs"].items():
+                obs = (f"{v['observer_received']} / {v['observer_lost']} ({v['observer_dropped_notices']})"
+                       if "observers" in c else "–")
+                ratio = f"{v['ratio_controller']:.3f}x" if "ratio_controller" in v and c != o.get("reference") else "–"
+                rf = f"{v['ratio_forkpty']:.3f}x" if "ratio_forkpty" in v else "n/a"
+                pr = f"{v['median_round_ratio']:.3f}x" if "median_round_ratio" in v else "–"
+                L.append(f"| {c} | {v['runs']} | {v['controller_mbps']:.1f} ({v['controller_mbps_min']:.1f}–"
+                         f"{v['controller_mbps_max']:.1f}) | {v['all_mbps']:.1f} | {obs} | {ratio} | {pr} | {rf} | "
+                         + (f"{v['daemon_cpu_s']:.2f}" if "daemon_cpu_s" in v else "–") + " |")
+            rounds_txt = "; ".join(f"round {i + 1}: " + ", ".join(f"{c.split(' (')[0]} {x:.1f}" for c, x in rd.items())
+                                   for i, rd in enumerate(o.get("by_round", [])))
+            L += ["", f"Controller MB/s of each round, in the order run: {rounds_txt}."]
+            L += ["", "Commands (sessionbench as the account, termbench --via pty as root): "
+                  + "; ".join(f"`{cmd}`" for cmd in o["commands"].values()) + ".", ""]
+            many = [v for c, v in o["configs"].items() if "observers" in c and "ratio_controller" in v]
+            if many:
+                v = many[0]
+                goals.append((f"throughput with 1 controller + {OBSERVERS} observers ≥ {GOAL_OBSERVER_RATIO}x of 1 client",
+                              f"ratio of medians {v['ratio_controller']:.3f}x (controller), {v['ratio_all']:.3f}x (all "
+                              f"readers done); median of per-round ratios {v.get('median_round_ratio', float('nan')):.3f}x; "
+                              f"{v['observer_lost']} bytes DROPPED to observers",
+                              "ratio of medians: " + self.verdict(v["ratio_controller"], GOAL_OBSERVER_RATIO, "x", higher=True)
+                              + ("; per-round: " + self.verdict(v["median_round_ratio"], GOAL_OBSERVER_RATIO, "x", higher=True)
+                                 if "median_round_ratio" in v else "")))
+        if persistent and goals:
+            L += ["### Persistent sessions: against the goals", "", "| goal | measured | verdict |", "| --- | --- | --- |"]
+            L += [f"| {g} | {mv} | {vd} |" for g, mv, vd in goals] + [""]
         if "scale" in R:
             sc = R["scale"]
             L += [f"### Aggregate throughput, `cat /dev/zero` per session, {sc['seconds']} s window, {sc['cpus']} CPUs, MB/s", "",
@@ -953,6 +1340,25 @@ class Suite:
         if self.failures:
             L += ["### Failures", ""] + [f"- {s['bench']}/{s['contender']}: {s['reason']}" for s in self.failures] + [""]
         return "\n".join(L) + "\n"
+
+    @staticmethod
+    def loadavg(res):
+        la = res.get("loadavg", {})
+        fmt = lambda v: ", ".join(f"{x:.1f}" for x in v)  # noqa: E731
+        return fmt(la["before"]) + (f"; after: {fmt(la['after'])}" if "after" in la else "") if la else "not recorded"
+
+    @staticmethod
+    def verdict(value, goal, unit, higher=False, at=""):
+        """'met' or 'missed by ...' for a figure against its goal (at most `goal`, or at least
+        it with higher=True); `at` names the statistic judged."""
+        what = f"{at} " if at else ""
+        f = (lambda v: f"{v:.3f}x") if unit == "x" else (lambda v: f"{v:.2f} {unit}")  # noqa: E731
+        ok = value >= goal if higher else value <= goal
+        if ok:
+            return f"met ({what}{f(value)})"
+        by = goal - value if higher else value - goal
+        rel = f", {by / goal * 100:.1f}%" if goal else ""
+        return f"**missed** by {f(by)}{rel} ({what}{f(value)})"
 
     def plot(self):
         if not shutil.which("gnuplot"):
@@ -1052,7 +1458,7 @@ def main():
             log(f"--- {name}")
             b0 = time.time()
             try:
-                getattr(suite, f"bench_{name}")()
+                getattr(suite, f"bench_{name.replace('-', '_')}")()
             except Failure as e:
                 suite.fail(name, "ptyvisor", str(e))
             log(f"--- {name} took {time.time() - b0:.1f} s")
@@ -1070,7 +1476,7 @@ def main():
     log(f"done in {time.time() - t0:.1f} s; results in {args.out}/results.md")
     with open(os.path.join(args.out, "results.md")) as f:
         print(f.read())
-    broken = [f for f in suite.failures if f["contender"] in REQUIRED or f["bench"] == "suite"]
+    broken = [f for f in suite.failures if f["contender"] in REQUIRED or f["bench"] in ("suite", *PERSISTENT)]
     for f in suite.failures:
         log(f"failure: {f['bench']}/{f['contender']}: {f['reason']}")
     return 1 if broken else 0

@@ -4,8 +4,9 @@
 #   bench/run.sh [--smoke] [--only NAME,...] [--out DIR] [--rounds N] [--bytes N]
 #                [--no-ssh] [--no-systemd]
 #
-# NAMEs: throughput latency start memory scale cpu syscalls micro (default: all).
-# Builds ptyvisord, ptyvisor, termbench and micro_protocol (Release) in $PTYVISOR_BENCH_BUILD
+# NAMEs: memory idle-sessions replay observers throughput latency start scale cpu syscalls micro
+# (default: all).
+# Builds ptyvisord, ptyvisor, termbench, sessionbench and micro_protocol (Release) in $PTYVISOR_BENCH_BUILD
 # (default build/bench), starts a private ptyvisord (direct backend) as root, runs every
 # contender side by side, interleaved, and writes DIR/results.{json,csv,md} and
 # DIR/performance.png (default DIR: bench/results).
@@ -48,7 +49,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
         -DPTYVISOR_TESTS=OFF -DPTYVISOR_BENCH=ON >"$BUILD.configure.log" 2>&1 ||
         { cat "$BUILD.configure.log" >&2; exit 2; }
 fi
-cmake --build "$BUILD" --target ptyvisord ptyvisor termbench >"$BUILD.build.log" 2>&1 ||
+cmake --build "$BUILD" --target ptyvisord ptyvisor termbench sessionbench >"$BUILD.build.log" 2>&1 ||
     { tail -40 "$BUILD.build.log" >&2; exit 2; }
 cmake --build "$BUILD" --target micro_protocol >>"$BUILD.build.log" 2>&1 ||
     echo "bench/run.sh: micro_protocol did not build (Google Benchmark missing?); it will be skipped" >&2
