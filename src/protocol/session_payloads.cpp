@@ -165,14 +165,16 @@ std::string encode(const AttachedReply& v) {
 
 std::string encode(const DetachedReply& v) { return dump({{"offset", v.offset}, {"reason", v.reason}}); }
 
-std::string encode(const std::vector<SessionInfo>& sessions) {
+std::string encode(const std::vector<SessionInfo>& sessions, bool truncated) {
     json list = json::array();
     for (const auto& s : sessions)
         list.push_back({{"id", s.id}, {"unit", s.unit}, {"argv", s.argv}, {"cwd", s.cwd},
                         {"state", to_string(s.state)}, {"exit", exit_json(s.exit)}, {"pid", s.pid},
                         {"start", s.start}, {"offset", s.offset}, {"clients", s.clients},
                         {"created", s.created}, {"detached", s.detached}});
-    return dump({{"sessions", list}});
+    json reply{{"sessions", list}};
+    if (truncated) reply["truncated"] = true;
+    return dump(reply);
 }
 
 std::string encode(const ReadRequest& v) {

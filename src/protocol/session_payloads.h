@@ -150,7 +150,8 @@ struct DroppedNotice {
 std::string encode(const AttachRequest& v);
 std::string encode(const AttachedReply& v);
 std::string encode(const DetachedReply& v);
-std::string encode(const std::vector<SessionInfo>& v);  // SESSIONS: {"sessions": [...]}
+// SESSIONS: {"sessions": [...]}, and "truncated": true when the oldest were left out to fit.
+std::string encode(const std::vector<SessionInfo>& v, bool truncated = false);
 std::string encode(const ReadRequest& v);
 std::string encode(const LogReply& v);
 std::string encode(const WaitRequest& v);

@@ -428,7 +428,10 @@ void Connection::handle_detach() {
 // Copies what the log holds past this client's cursor into OUTPUT frames, up to kPumpBytes
 // queued; then, once the session has ended and all of it is queued, the EXIT.
 void Connection::pump_output() {
-    constexpr std::size_t kPumpBytes = 256 * 1024;
+    // One frame ahead of what the socket took: the queue then stays under OutputQueue's
+    // kIdleCapacity and keeps its buffer, where a bigger target made it give the buffer back
+    // and grow it again on every refill, for every reader (bench: observers).
+    constexpr std::size_t kPumpBytes = protocol::kMaxIoPayloadSize;
     if (!session_ || !relaying_ || last_queued_) return;
     const OutputLog& log = session_->log();
     bool advanced = false;

@@ -113,12 +113,19 @@ void Connection::handle_list() {
     }
     auto payload = protocol::encode(list);
     if (payload.size() > protocol::kMaxStatusPayloadSize) {
-        // Too many to say at once (each argv is bounded by START, their number by
-        // max_sessions): the newest are kept.
-        while (!list.empty() && payload.size() > protocol::kMaxStatusPayloadSize) {
-            list.erase(list.begin());
-            payload = protocol::encode(list);
+        // Too many to say at once: the newest that fit are kept, and the reply says it was
+        // cut. Each entry's size is measured once, so this costs two encodings, not one per
+        // entry dropped.
+        const std::size_t overhead = protocol::encode(std::vector<protocol::SessionInfo>{}).size() + 32;
+        std::size_t total = overhead, keep_from = list.size();
+        while (keep_from > 0) {
+            const std::size_t entry = protocol::encode(std::vector{list[keep_from - 1]}).size() - overhead + 33;
+            if (total + entry > protocol::kMaxStatusPayloadSize) break;
+            total += entry;
+            --keep_from;
         }
+        list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(keep_from));
+        payload = protocol::encode(list, /*truncated=*/true);
     }
     reply(FrameType::Sessions, payload);
 }
