@@ -475,12 +475,19 @@ TEST_F(Sessions, ASlowObserverNeverSlowsTheProgramAndIsToldWhatItLost) {
     cfg.output_log_bytes = 131072;
     cfg.socket_buffer_bytes = 4096;
     ASSERT_NE(start_daemon(cfg), nullptr);
-    const std::string id = start_detached({"sh", "-c", "seq 1 1000000; sleep 60"});
+    // The program waits for a line, so that the observer is attached before it writes.
+    const std::string id = start_detached({"sh", "-c", "read go; seq 1 1000000; sleep 60"});
     ASSERT_FALSE(id.empty());
     auto o = attach(id, true, false, {protocol::LogPosition::Kind::Start, 0});
     ASSERT_NE(o, nullptr);
     const int small = 4096;
     ::setsockopt(o->fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    const auto attached = expect_attached(*o);
+    ASSERT_TRUE(attached);
+    EXPECT_EQ(attached->offset, 0u);
+    const std::string go = "go\n";
+    const auto payload = protocol::encode_send(id, std::span(reinterpret_cast<const std::uint8_t*>(go.data()), go.size()));
+    ASSERT_EQ(request(FrameType::Send, std::string(payload.begin(), payload.end())).size(), 1u);
     // The observer reads nothing while the program finishes: the quiet is the event.
     protocol::WaitRequest w;
     w.id = id;
@@ -490,11 +497,10 @@ TEST_F(Sessions, ASlowObserverNeverSlowsTheProgramAndIsToldWhatItLost) {
     const auto r = wait(w);
     ASSERT_TRUE(r);
     ASSERT_TRUE(r->matched) << r->reason;
-    EXPECT_EQ(r->offset, seq_output(1000000).size()) << "the program wrote everything, unslowed";
-    // Now the observer reads: ATTACHED, some OUTPUT, a DROPPED, and the rest, all in order.
-    const auto attached = expect_attached(*o);
-    ASSERT_TRUE(attached);
-    std::uint64_t at = attached->offset;  // the log's start when the ATTACH was served
+    const std::uint64_t echo = 4;  // "go\r\n", the terminal's echo of the line
+    EXPECT_EQ(r->offset, echo + seq_output(1000000).size()) << "the program wrote everything, unslowed";
+    // Now the observer reads: some OUTPUT, a DROPPED, and the rest, all in order.
+    std::uint64_t at = attached->offset;
     bool dropped = false;
     while (at < r->offset) {
         auto in = o->next(kReply);

@@ -280,11 +280,12 @@ TEST_F(FdHostility, ThousandsOfHostileSendsLeakNoDescriptorAndNoMemory) {
     for (const auto& [what, n] : wrong) ADD_FAILURE() << n << " x " << what;
     EXPECT_EQ(fds, baseline) << "before:\n" << baseline_fds << "after:\n" << fd_listing(d->pid());
     // Under ASan the daemon's RSS also holds ASan's quarantine of freed blocks (16 MiB in the
-    // asan test preset), which fills with any allocation churn, and each worker thread's own
-    // quarantine and allocator cache (thread_local_quarantine_size_kb, 1 MiB by default);
-    // the 2 MiB bound is for the daemon itself, in the plain build.
+    // asan test preset), which fills with any allocation churn, each worker thread's own
+    // quarantine and allocator cache, and the allocator's size-class regions: what it can
+    // tell is only that nothing grows without bound (LeakSanitizer judges leaks there). The
+    // 2 MiB bound is for the daemon itself, and the plain build checks it.
 #if defined(__SANITIZE_ADDRESS__)
-    constexpr long kRssToleranceKib = 16 * 1024 + 4096 + 4 * 1024;  // 4: BlockingWorker::kMaxThreads
+    constexpr long kRssToleranceKib = 48 * 1024;
 #else
     constexpr long kRssToleranceKib = 2048;
 #endif
