@@ -20,6 +20,8 @@
 //                                      variants are checked.)
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -203,15 +205,20 @@ TEST_F(NoLoss, BackgroundJobWithoutHupImmunityDiesWithTheLeaderAndNeedsNoDrain) 
     ASSERT_TRUE(start_session(*c, {"sh", "-c", "sleep 100 & echo bg=$!; echo done"}));
     const auto bg = read_number(*c, "bg=");
     ASSERT_TRUE(bg);
+    // The job may already be gone (the hang-up that kills it can come before we look): then
+    // there is nothing to pin, and that is the outcome asserted below.
     UniqueFd bgfd = open_pidfd(*bg);
-    ASSERT_TRUE(bgfd);
+    const bool gone_already = !bgfd && errno == ESRCH;
+    ASSERT_TRUE(bgfd || gone_already) << "pidfd_open(" << *bg << "): " << std::strerror(errno);
     std::string seen;
     const auto exit = c->read_until_exit(Millis(20000), &seen);
     ASSERT_TRUE(exit) << seen;
     EXPECT_EQ(exit->reason, protocol::ExitReason::Exited) << protocol::to_string(exit->reason);
     EXPECT_EQ(exit->shell_status(), 0);
     EXPECT_NE(c->output().find("done"), std::string::npos) << c->output();
-    EXPECT_TRUE(wait_pidfd_exit(bgfd.get(), Millis(20000))) << "the background sleep " << *bg << " survived";
+    if (bgfd) {
+        EXPECT_TRUE(wait_pidfd_exit(bgfd.get(), Millis(20000))) << "the background sleep " << *bg << " survived";
+    }
 }
 
 TEST_F(NoLoss, BackgroundHolderEndsAtDrainTimeout) {
