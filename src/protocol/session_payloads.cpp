@@ -166,15 +166,41 @@ std::string encode(const AttachedReply& v) {
 std::string encode(const DetachedReply& v) { return dump({{"offset", v.offset}, {"reason", v.reason}}); }
 
 std::string encode(const std::vector<SessionInfo>& sessions, bool truncated) {
-    json list = json::array();
-    for (const auto& s : sessions)
-        list.push_back({{"id", s.id}, {"unit", s.unit}, {"argv", s.argv}, {"cwd", s.cwd},
-                        {"state", to_string(s.state)}, {"exit", exit_json(s.exit)}, {"pid", s.pid},
-                        {"start", s.start}, {"offset", s.offset}, {"clients", s.clients},
-                        {"created", s.created}, {"detached", s.detached}});
-    json reply{{"sessions", list}};
-    if (truncated) reply["truncated"] = true;
-    return dump(reply);
+    std::vector<std::string> entries;
+    entries.reserve(sessions.size());
+    for (const auto& s : sessions) entries.push_back(session_entry(session_fixed_fields(s), s));
+    return encode_sessions(entries, truncated);
+}
+
+std::string session_fixed_fields(const SessionInfo& v) {
+    return dump({{"id", v.id}, {"unit", v.unit}, {"argv", v.argv}, {"cwd", v.cwd}, {"created", v.created}});
+}
+
+std::string session_entry(std::string_view fixed_fields, const SessionInfo& v) {
+    const std::string changing = dump({{"state", to_string(v.state)}, {"exit", exit_json(v.exit)}, {"pid", v.pid},
+                                       {"start", v.start}, {"offset", v.offset}, {"clients", v.clients},
+                                       {"detached", v.detached}});
+    // Two non-empty objects "{a}" and "{b}" become "{a,b}".
+    std::string entry;
+    entry.reserve(fixed_fields.size() + changing.size());
+    entry.append(fixed_fields.substr(0, fixed_fields.size() - 1));
+    entry.push_back(',');
+    entry.append(std::string_view(changing).substr(1));
+    return entry;
+}
+
+std::string encode_sessions(const std::vector<std::string>& entries, bool truncated) {
+    std::size_t size = 32;
+    for (const auto& e : entries) size += e.size() + 1;
+    std::string out;
+    out.reserve(size);
+    out.append(R"({"sessions":[)");
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        if (i) out.push_back(',');
+        out.append(entries[i]);
+    }
+    out.append(truncated ? R"(],"truncated":true})" : "]}");
+    return out;
 }
 
 std::string encode(const ReadRequest& v) {

@@ -152,6 +152,13 @@ std::string encode(const AttachedReply& v);
 std::string encode(const DetachedReply& v);
 // SESSIONS: {"sessions": [...]}, and "truncated": true when the oldest were left out to fit.
 std::string encode(const std::vector<SessionInfo>& v, bool truncated = false);
+// The same reply built from entries, so that a server can encode what never changes in a
+// session (id, unit, argv, cwd, created) once, and only the rest per LIST:
+//   entry = session_entry(session_fixed_fields(info), info)
+// session_fixed_fields() is a JSON object; session_entry() adds the changing fields to it.
+std::string session_fixed_fields(const SessionInfo& v);
+std::string session_entry(std::string_view fixed_fields, const SessionInfo& v);
+std::string encode_sessions(const std::vector<std::string>& entries, bool truncated);
 std::string encode(const ReadRequest& v);
 std::string encode(const LogReply& v);
 std::string encode(const WaitRequest& v);

@@ -85,6 +85,36 @@ TEST(SessionPayloads, RepliesRoundTrip) {
     EXPECT_EQ(decode_sent(encode(SentReply{6})).value->bytes, 6u);
 }
 
+// A server builds LIST from entries whose fixed part it encoded once: the reply is the same
+// list, and a cut one says so.
+TEST(SessionPayloads, ListBuiltFromCachedFixedFieldsDecodesToTheSameSessions) {
+    SessionInfo s;
+    s.id = kId;
+    s.unit = "ptyvisor-" + kId + ".service";
+    s.argv = {"sh", "-c", "echo \"quoted\" \u00e9"};
+    s.cwd = "/tmp";
+    s.state = State::Running;
+    s.pid = 77;
+    s.start = 5;
+    s.offset = 1234;
+    s.clients = 1;
+    s.created = 1764547200;
+    s.detached = true;
+    SessionInfo changing = s;
+    changing.id.clear();
+    changing.argv.clear();
+    changing.cwd.clear();
+    changing.unit.clear();
+    const std::string entry = session_entry(session_fixed_fields(s), changing);
+    const auto list = decode_sessions(encode_sessions({entry, entry}, /*truncated=*/false));
+    ASSERT_TRUE(list) << list.error;
+    ASSERT_EQ(list.value->size(), 2u);
+    EXPECT_EQ(list.value->back(), s);
+    EXPECT_EQ(encode_sessions({entry}, false), encode(std::vector<SessionInfo>{s}));
+    EXPECT_NE(encode_sessions({entry}, true).find(R"("truncated":true)"), std::string::npos);
+    EXPECT_TRUE(decode_sessions(encode_sessions({}, true)));
+}
+
 // Requests come from the agent: every member is bounded, and anything unexpected refused.
 TEST(SessionPayloads, HostileRequestsAreRefusedWithAReason) {
     const std::vector<std::string> bad_attach = {

@@ -94,40 +94,32 @@ void Connection::handle_attach(const protocol::Frame& frame) {
 
 void Connection::handle_list() {
     if (!find_session_access(Request::List)) return;
-    std::vector<protocol::SessionInfo> list;
+    // Entry by entry: what never changes in a session was encoded once (list_fixed_fields).
+    std::vector<std::string> entries;
+    std::size_t total = 0;
     for (const Session* s : server_.sessions().all()) {
-        protocol::SessionInfo info;
-        info.id = s->id();
-        info.unit = s->unit();
-        info.argv = s->argv();
-        info.cwd = s->cwd();
-        info.state = wire_state(*s);
-        if (s->state() == Session::State::Ended) info.exit = s->exit_status();
-        info.pid = s->main_pid();
-        info.start = s->log().start();
-        info.offset = s->log().end();
-        info.clients = static_cast<std::uint32_t>(s->clients());
-        info.created = s->created();
-        info.detached = s->detached();
-        list.push_back(std::move(info));
+        protocol::SessionInfo changing;
+        changing.state = wire_state(*s);
+        if (s->state() == Session::State::Ended) changing.exit = s->exit_status();
+        changing.pid = s->main_pid();
+        changing.start = s->log().start();
+        changing.offset = s->log().end();
+        changing.clients = static_cast<std::uint32_t>(s->clients());
+        changing.detached = s->detached();
+        entries.push_back(protocol::session_entry(s->list_fixed_fields(), changing));
+        total += entries.back().size() + 1;
     }
-    auto payload = protocol::encode(list);
-    if (payload.size() > protocol::kMaxStatusPayloadSize) {
-        // Too many to say at once: the newest that fit are kept, and the reply says it was
-        // cut. Each entry's size is measured once, so this costs two encodings, not one per
-        // entry dropped.
-        const std::size_t overhead = protocol::encode(std::vector<protocol::SessionInfo>{}).size() + 32;
-        std::size_t total = overhead, keep_from = list.size();
-        while (keep_from > 0) {
-            const std::size_t entry = protocol::encode(std::vector{list[keep_from - 1]}).size() - overhead + 33;
-            if (total + entry > protocol::kMaxStatusPayloadSize) break;
-            total += entry;
-            --keep_from;
-        }
-        list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(keep_from));
-        payload = protocol::encode(list, /*truncated=*/true);
+    // Too many to say at once: the newest that fit are kept, and the reply says it was cut.
+    constexpr std::size_t kEnvelope = 64;  // {"sessions":[ ... ],"truncated":true}
+    bool truncated = false;
+    std::size_t drop = 0;
+    while (total + kEnvelope > protocol::kMaxStatusPayloadSize && drop < entries.size()) {
+        total -= entries[drop].size() + 1;
+        ++drop;
+        truncated = true;
     }
-    reply(FrameType::Sessions, payload);
+    entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(drop));
+    reply(FrameType::Sessions, protocol::encode_sessions(entries, truncated));
 }
 
 bool Connection::find_session_access(Request request) {

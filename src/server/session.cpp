@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "protocol/session_payloads.h"
 #include "server/pty.h"
 #include "server/recording.h"
 #include "server/server.h"
@@ -154,6 +155,19 @@ void Session::detach(SessionClient* client, bool disconnected) {
 void Session::make_detached() {
     detached_ = true;
     update_terminal_events();
+}
+
+const std::string& Session::list_fixed_fields() const {
+    if (list_fixed_fields_.empty()) {
+        protocol::SessionInfo info;
+        info.id = id_;
+        info.unit = unit_;
+        info.argv = argv_;
+        info.cwd = cwd_;
+        info.created = created_;
+        list_fixed_fields_ = protocol::session_fixed_fields(info);
+    }
+    return list_fixed_fields_;
 }
 
 void Session::client_advanced() { update_terminal_events(); }

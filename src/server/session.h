@@ -80,6 +80,12 @@ public:
     [[nodiscard]] const std::vector<std::string>& argv() const { return argv_; }
     [[nodiscard]] const std::string& cwd() const { return cwd_; }
     [[nodiscard]] std::int64_t created() const { return created_; }
+    // The registry's order of creation (1, 2, ...): `created` has only seconds.
+    [[nodiscard]] std::uint64_t sequence() const { return sequence_; }
+    void set_sequence(std::uint64_t sequence) { sequence_ = sequence; }
+    // LIST's JSON of what never changes once started (protocol::session_fixed_fields), encoded
+    // on the first LIST and kept: LIST then costs little per session.
+    [[nodiscard]] const std::string& list_fixed_fields() const;
     [[nodiscard]] pid_t starter_pid() const { return starter_pid_; }  // the client that started it
     [[nodiscard]] State state() const { return state_; }
     [[nodiscard]] bool started() const { return started_; }
@@ -150,6 +156,8 @@ private:
     std::vector<std::string> argv_;
     std::string cwd_;
     std::int64_t created_ = 0;
+    mutable std::string list_fixed_fields_;
+    std::uint64_t sequence_ = 0;
     pid_t starter_pid_ = 0;
     bool detached_;
     State state_ = State::Starting;

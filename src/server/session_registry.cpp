@@ -13,6 +13,7 @@ Session& SessionRegistry::create(bool detached) {
     std::string unit = server_.new_unit_name();
     auto session = std::make_unique<Session>(server_, unit, detached);
     Session& s = *session;
+    s.set_sequence(++created_count_);
     sessions_.emplace(s.id(), std::move(session));
     return s;
 }
@@ -25,7 +26,7 @@ Session* SessionRegistry::find(const std::string& id) const {
 std::vector<const Session*> SessionRegistry::all() const {
     std::vector<const Session*> out;
     for (const auto& [id, s] : sessions_) out.push_back(s.get());
-    std::sort(out.begin(), out.end(), [](const Session* a, const Session* b) { return a->created() < b->created(); });
+    std::sort(out.begin(), out.end(), [](const Session* a, const Session* b) { return a->sequence() < b->sequence(); });
     return out;
 }
 

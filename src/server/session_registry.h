@@ -28,6 +28,7 @@ public:
     // A new session, not yet started, under a fresh unit name.
     Session& create(bool detached);
     [[nodiscard]] Session* find(const std::string& id) const;
+    // Oldest first (in the order they were created).
     [[nodiscard]] std::vector<const Session*> all() const;
     [[nodiscard]] std::size_t running() const;
     [[nodiscard]] bool empty() const { return sessions_.empty(); }
@@ -53,6 +54,7 @@ private:
     Server& server_;
     std::map<std::string, std::unique_ptr<Session>> sessions_;  // by id
     std::vector<std::unique_ptr<Session>> doomed_;
+    std::uint64_t created_count_ = 0;
     EventSource reap_source_, expiry_timer_;
 };
 

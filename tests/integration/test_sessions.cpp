@@ -279,6 +279,34 @@ TEST_F(Sessions, DetachLeavesTheSessionRunning) {
     EXPECT_EQ(sessions[0].argv, std::vector<std::string>{"cat"});
 }
 
+// LIST's reply has a bound (256 KiB). Sessions whose argv alone fill it must not make LIST
+// fail or grow past it: the newest that fit are listed, oldest first, and the reply says it
+// was cut.
+TEST_F(Sessions, AListTooBigForItsFrameKeepsTheNewestAndSaysItWasCut) {
+    ASSERT_NE(start_daemon(), nullptr);
+    std::vector<std::string> ids;
+    for (int i = 0; i < 16; ++i) {
+        // sh takes the padding as $0; 20000 bytes each, 320000 in all.
+        ids.push_back(start_detached({"sh", "-c", "exec sleep 600", std::string(20000, static_cast<char>('a' + i))}));
+        ASSERT_FALSE(ids.back().empty());
+    }
+    const auto frames = request(FrameType::List, "");
+    ASSERT_EQ(frames.size(), 1u);
+    ASSERT_EQ(frames.front().type, FrameType::Sessions);
+    const std::string_view text = frames.front().text();
+    EXPECT_LE(text.size(), protocol::kMaxStatusPayloadSize);
+    EXPECT_NE(text.find(R"("truncated":true)"), std::string_view::npos);
+    const auto d = protocol::decode_sessions(text);
+    ASSERT_TRUE(d) << d.error;
+    const auto& listed = *d.value;
+    ASSERT_FALSE(listed.empty());
+    ASSERT_LT(listed.size(), ids.size());
+    // The newest, in order: the tail of the ids started.
+    for (std::size_t i = 0; i < listed.size(); ++i)
+        EXPECT_EQ(listed[i].id, ids[ids.size() - listed.size() + i]) << i;
+    EXPECT_EQ(listed.back().argv.back(), std::string(20000, 'p'));
+}
+
 TEST_F(Sessions, ABoundSessionStillEndsWithItsClient) {
     ASSERT_NE(start_daemon(), nullptr);
     auto c = connect_as_account();
