@@ -1,0 +1,21 @@
+"""ptyvisor: the Python client of ptyvisord (standard library only).
+
+- ``ptyvisor.spawn``: pexpect.spawn's core on a ptyvisor session (change the import).
+- ``ptyvisor.Client`` / ``ptyvisor.AsyncClient``: the session calls of protocol version 2
+  (start detached, attach, list, read, wait, kill, send).
+- ``ptyvisor.errors``: ``PtyvisorError`` and one subclass per protocol error code.
+"""
+
+from . import errors
+from .aio import AsyncAttachment, AsyncClient
+from .client import Attachment, Client
+from .errors import EOF, TIMEOUT, ExceptionPexpect, PtyvisorError
+from .protocol import (Attached, ExitStatus, Killed, Log, SessionInfo, Started, Waited,
+                       default_socket_path)
+from .spawn import spawn
+
+__version__ = "0.1.0"
+
+__all__ = ["spawn", "EOF", "TIMEOUT", "ExceptionPexpect", "PtyvisorError", "errors", "Client",
+           "Attachment", "AsyncClient", "AsyncAttachment", "Started", "SessionInfo", "Log",
+           "Waited", "Killed", "Attached", "ExitStatus", "default_socket_path"]
