@@ -7,7 +7,6 @@
 """
 
 from . import errors
-from .aio import AsyncAttachment, AsyncClient
 from .client import Attachment, Client
 from .errors import EOF, TIMEOUT, ExceptionPexpect, PtyvisorError
 from .protocol import (Attached, ExitStatus, Killed, Log, SessionInfo, Started, Waited,
@@ -15,6 +14,14 @@ from .protocol import (Attached, ExitStatus, Killed, Log, SessionInfo, Started, 
 from .spawn import spawn
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # asyncio costs more to import than the rest of the package: only its users pay for it.
+    if name in ("AsyncClient", "AsyncAttachment"):
+        from . import aio
+        return getattr(aio, name)
+    raise AttributeError(f"module 'ptyvisor' has no attribute {name!r}")
 
 __all__ = ["spawn", "EOF", "TIMEOUT", "ExceptionPexpect", "PtyvisorError", "errors", "Client",
            "Attachment", "AsyncClient", "AsyncAttachment", "Started", "SessionInfo", "Log",
