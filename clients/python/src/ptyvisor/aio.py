@@ -12,12 +12,12 @@ import os
 import socket
 
 from . import protocol
-from .client import (kill_body, log_from, protocol_json, send_payload, sessions_from,
-                     start_body, wait_body)
+from .client import (kill_body, log_from, log_length, protocol_json, send_payload,
+                     sessions_from, start_body, wait_body)
 from .connection import open_directory, send_with_fd
 from .errors import ConnectionLost, ProtocolError, error_from_payload
 from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, SessionInfo, Started,
-                       Waited, check_id, position)
+                       Waited, check_id, member, position)
 
 _SLACK = 10.0
 
@@ -165,7 +165,7 @@ class AsyncClient:
     @staticmethod
     async def _read_log(conn: _AsyncConnection) -> Log:
         head = await conn.reply(FrameType.LOG)
-        length = head.get("length") or 0
+        length = log_length(head)
         data = bytearray()
         while len(data) < length:
             frame = await conn.next_frame()
@@ -177,6 +177,8 @@ class AsyncClient:
             if ftype != FrameType.OUTPUT:
                 raise ProtocolError(f"unexpected frame type {ftype} in a log")
             data += payload
+        if len(data) > length:
+            raise ProtocolError(f"LOG announced {length} bytes and sent more")
         return log_from(head, bytes(data))
 
     async def wait(self, session_id, until="exit", *, pattern=None, quiet=None, offset=None,
@@ -193,7 +195,7 @@ class AsyncClient:
 
     async def send(self, session_id, data) -> int:
         body = await self._ask(FrameType.SEND, send_payload(session_id, data), FrameType.SENT)
-        return int(body.get("bytes") or 0)
+        return member(body, "bytes", int)
 
 
 class AsyncAttachment:
@@ -224,10 +226,10 @@ class AsyncAttachment:
             if ftype == FrameType.EXIT:
                 self.exit, self.ended = ExitStatus.from_payload(body), True
             elif ftype == FrameType.DETACHED:
-                self.detached_offset, self.ended = body.get("offset"), True
+                self.detached_offset, self.ended = member(body, "offset", int, None), True
             elif ftype == FrameType.DROPPED:
-                self.lost += int(body.get("lost") or 0)
-                self.offset = int(body.get("offset") or self.offset)
+                self.lost += member(body, "lost", int)
+                self.offset = member(body, "offset", int)
             elif ftype == FrameType.ERROR:
                 self.ended = True
                 raise error_from_payload(body)

@@ -11,9 +11,11 @@ import os
 
 from . import protocol
 from .connection import Connection, Relay, deadline_after, expect_reply, open_directory
-from .errors import ConnectionLost, ProtocolError, error_from_payload
+from .errors import ConnectionLost, ProtocolError
 from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, SessionInfo, Started,
-                       Waited, check_id, position)
+                       Waited, check_id, member, position)
+
+MAX_READ_BYTES = 67108864   # READ's max_bytes bound (9.6)
 
 _SLACK = 10.0   # how much longer than the daemon's own timeout we wait for its reply
 
@@ -65,18 +67,26 @@ def send_payload(session_id, data) -> bytes:
     return check_id(session_id).encode() + bytes(data)
 
 
+def log_length(head: dict) -> int:
+    """LOG's `length`: the bytes that follow, at most what READ may ask for (9.6)."""
+    length = member(head, "length", int)
+    if length > MAX_READ_BYTES:
+        raise ProtocolError(f"LOG announces {length} bytes")
+    return length
+
+
 def log_from(head: dict, data: bytes) -> Log:
-    return Log(id=head.get("id", ""), start=head.get("start") or 0,
-               offset=head.get("offset") or 0, end=head.get("end") or 0,
-               state=head.get("state", ""), exit=protocol.exit_or_none(head.get("exit")),
-               data=data)
+    return Log(id=member(head, "id", str, ""), start=member(head, "start", int, 0),
+               offset=member(head, "offset", int, 0), end=member(head, "end", int, 0),
+               state=member(head, "state", str, ""),
+               exit=protocol.exit_or_none(head.get("exit")), data=data)
 
 
 def sessions_from(body: dict) -> list[SessionInfo]:
-    sessions = body.get("sessions")
-    if not isinstance(sessions, list):
-        raise ProtocolError("SESSIONS without sessions")
-    return [SessionInfo.from_payload(s) for s in sessions if isinstance(s, dict)]
+    sessions = member(body, "sessions", list)
+    if not all(isinstance(s, dict) for s in sessions):
+        raise ProtocolError("SESSIONS holds a non-object")
+    return [SessionInfo.from_payload(s) for s in sessions]
 
 
 class Client:
@@ -148,16 +158,16 @@ class Client:
             conn.send_json(FrameType.READ, body)
             deadline = deadline_after(self.timeout)
             head = expect_reply(conn, FrameType.LOG, deadline)
-            relay = Relay(conn, head.get("offset") or 0)
-            length = head.get("length") or 0
+            length = log_length(head)
+            relay = Relay(conn, member(head, "offset", int, 0))
             while len(relay.pending) < length and not relay.ended:
                 if not relay.pump(deadline):
                     raise TimeoutError("the daemon did not send the log in time")
             if len(relay.pending) < length:
                 raise ConnectionLost("the log ended early")
+            if len(relay.pending) > length:
+                raise ProtocolError(f"LOG announced {length} bytes and sent more")
             return log_from(head, relay.take())
-        except ConnectionLost:
-            raise ConnectionLost("the log ended early") from None
         finally:
             conn.close()
 
@@ -182,7 +192,7 @@ class Client:
     def send(self, session_id: str, data: bytes | str) -> int:
         """Writes data to the session's input without attaching; returns the bytes taken."""
         body = self._ask(FrameType.SEND, send_payload(session_id, data), FrameType.SENT)
-        return int(body.get("bytes") or 0)
+        return member(body, "bytes", int)
 
 
 def protocol_json(body: dict) -> bytes:
@@ -225,6 +235,8 @@ class Attachment:
             if not self._relay.pump(deadline):
                 raise TimeoutError("no output in time")
         self._relay.pump_available()
+        if not self._relay.pending:
+            self._relay.check_lost()
         return self._relay.take()
 
     def read_to_end(self, timeout: float | None = None) -> bytes:
@@ -233,6 +245,7 @@ class Attachment:
         while not self._relay.ended:
             if not self._relay.pump(deadline):
                 raise TimeoutError("the session did not end in time")
+        self._relay.check_lost()
         return self._relay.take()
 
     def write(self, data: bytes | str) -> None:
@@ -260,6 +273,7 @@ class Attachment:
             while not self._relay.ended:
                 if not self._relay.pump(deadline):
                     raise TimeoutError("no DETACHED in time")
+            self._relay.check_lost()
         finally:
             self.close()
         return self._relay.detached_offset

@@ -224,6 +224,7 @@ class Relay:
         self.exit: protocol.ExitStatus | None = None
         self.detached_offset: int | None = None
         self.ended = False             # EXIT, DETACHED, or end of stream seen
+        self.connection_lost = False   # end of stream without any of them
 
     def _handle(self, ftype: int, payload: bytes) -> None:
         if ftype == FrameType.OUTPUT:
@@ -234,11 +235,11 @@ class Relay:
             self.ended = True
         elif ftype == FrameType.DROPPED:
             body = protocol.decode_json(ftype, payload)
-            self.lost += int(body.get("lost") or 0)
-            self.offset = int(body.get("offset") or self.offset)
+            self.lost += protocol.member(body, "lost", int)
+            self.offset = protocol.member(body, "offset", int)
         elif ftype == FrameType.DETACHED:
             body = protocol.decode_json(ftype, payload)
-            self.detached_offset = body.get("offset")
+            self.detached_offset = protocol.member(body, "offset", int, None)
             self.ended = True
         elif ftype == FrameType.ERROR:
             self.ended = True
@@ -251,9 +252,18 @@ class Relay:
     def _handle_inbox(self) -> None:
         inbox = self.conn.inbox
         while inbox and not self.ended:
-            self._handle(*inbox.popleft())
+            try:
+                self._handle(*inbox.popleft())
+            except ProtocolError:
+                self.ended = True
+                self.conn.close()
+                raise
         if not self.ended and self.conn.at_eof and not inbox:
-            self.ended = True
+            self.ended = self.connection_lost = True   # raised once `pending` is consumed
+
+    def check_lost(self) -> None:
+        """ConnectionLost if the stream ended without EXIT, ERROR or DETACHED."""
+        if self.connection_lost:
             raise ConnectionLost("the daemon closed the connection without EXIT")
 
     def pump(self, deadline: float | None) -> bool:

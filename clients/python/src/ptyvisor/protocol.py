@@ -139,6 +139,26 @@ def decode_json(ftype: int, payload: bytes) -> dict:
     return body
 
 
+_MISSING = object()
+
+
+def member(body: dict, name: str, kind: type, default: Any = _MISSING) -> Any:
+    """body[name] if it is of `kind` (int excludes bool); `default` when it is absent or
+    null; ProtocolError when it has another type, or is required (no default) and missing."""
+    value = body.get(name)
+    if value is None:
+        if default is _MISSING:
+            raise ProtocolError(f"a reply without {name!r}")
+        return default
+    if kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        raise ProtocolError(f"{name!r} is {type(value).__name__}, not {kind.__name__}")
+    return value
+
+
 def position(value: str | int | None, default: str) -> str | int:
     """A `from` member (section 9.1): "start", "tail" or an absolute offset."""
     if value is None:
@@ -181,14 +201,12 @@ class ExitStatus:
 
     @classmethod
     def from_payload(cls, body: dict) -> "ExitStatus":
-        status, reason = body.get("status"), body.get("reason")
-        if not isinstance(status, str) or not isinstance(reason, str):
-            raise ProtocolError("EXIT without status or reason")
-        code = body.get("code") if status == "exited" else None
-        sig = body.get("signal") if status == "signaled" else None
+        status, reason = member(body, "status", str), member(body, "reason", str)
+        code = member(body, "code", int, None) if status == "exited" else None
+        sig = member(body, "signal", int, None) if status == "signaled" else None
         return cls(status=status, reason=reason, code=code, signal=sig,
-                   core_dumped=bool(body.get("core_dumped", False)),
-                   unit_result=body.get("unit_result") or "")
+                   core_dumped=member(body, "core_dumped", bool, False),
+                   unit_result=member(body, "unit_result", str, ""))
 
     @property
     def shell_status(self) -> int:
@@ -201,7 +219,12 @@ class ExitStatus:
 
 
 def exit_or_none(value: Any) -> ExitStatus | None:
-    return ExitStatus.from_payload(value) if isinstance(value, dict) else None
+    """A reply's `exit`: null while the session runs, else an EXIT payload."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ProtocolError("'exit' is neither null nor an object")
+    return ExitStatus.from_payload(value)
 
 
 @dataclass(frozen=True)
@@ -214,14 +237,10 @@ class Started:
 
     @classmethod
     def from_payload(cls, body: dict) -> "Started":
-        unit = body.get("unit")
-        if not isinstance(unit, str):
-            raise ProtocolError("STARTED without unit")
-        sid = body.get("id")
-        if not isinstance(sid, str):
+        if "id" not in body:
             raise ProtocolError("STARTED without id: the daemon does not speak version 2")
-        pid = body.get("pid")
-        return cls(id=sid, unit=unit, pid=pid if isinstance(pid, int) else 0)
+        return cls(id=member(body, "id", str), unit=member(body, "unit", str),
+                   pid=member(body, "pid", int, 0))
 
 
 @dataclass(frozen=True)
@@ -244,13 +263,16 @@ class SessionInfo:
 
     @classmethod
     def from_payload(cls, body: dict) -> "SessionInfo":
-        return cls(id=body.get("id", ""), unit=body.get("unit", ""),
-                   argv=list(body.get("argv") or []), cwd=body.get("cwd", ""),
-                   state=body.get("state", ""), exit=exit_or_none(body.get("exit")),
-                   pid=body.get("pid") or 0, start=body.get("start") or 0,
-                   offset=body.get("offset") or 0, clients=body.get("clients") or 0,
-                   created=body.get("created") or 0, detached=bool(body.get("detached")),
-                   raw=body)
+        argv = member(body, "argv", list, [])
+        if not all(isinstance(a, str) for a in argv):
+            raise ProtocolError("'argv' holds a non-string")
+        return cls(id=member(body, "id", str), unit=member(body, "unit", str, ""), argv=argv,
+                   cwd=member(body, "cwd", str, ""), state=member(body, "state", str, ""),
+                   exit=exit_or_none(body.get("exit")), pid=member(body, "pid", int, 0),
+                   start=member(body, "start", int, 0), offset=member(body, "offset", int, 0),
+                   clients=member(body, "clients", int, 0),
+                   created=member(body, "created", int, 0),
+                   detached=member(body, "detached", bool, False), raw=body)
 
 
 @dataclass(frozen=True)
@@ -281,10 +303,11 @@ class Waited:
 
     @classmethod
     def from_payload(cls, body: dict) -> "Waited":
-        return cls(matched=bool(body.get("matched")), reason=body.get("reason", ""),
-                   state=body.get("state", ""), exit=exit_or_none(body.get("exit")),
-                   offset=body.get("offset") or 0, match_start=body.get("match_start"),
-                   match_end=body.get("match_end"))
+        return cls(matched=member(body, "matched", bool), reason=member(body, "reason", str),
+                   state=member(body, "state", str, ""), exit=exit_or_none(body.get("exit")),
+                   offset=member(body, "offset", int, 0),
+                   match_start=member(body, "match_start", int, None),
+                   match_end=member(body, "match_end", int, None))
 
 
 @dataclass(frozen=True)
@@ -297,7 +320,7 @@ class Killed:
 
     @classmethod
     def from_payload(cls, body: dict) -> "Killed":
-        return cls(id=body.get("id", ""), state=body.get("state", ""),
+        return cls(id=member(body, "id", str, ""), state=member(body, "state", str, ""),
                    exit=exit_or_none(body.get("exit")))
 
 
@@ -319,14 +342,12 @@ class Attached:
 
     @classmethod
     def from_payload(cls, body: dict) -> "Attached":
-        size = body.get("size") if isinstance(body.get("size"), dict) else {}
-        offset = body.get("offset")
-        if not isinstance(offset, int):
-            raise ProtocolError("ATTACHED without offset")
-        return cls(id=body.get("id", ""), unit=body.get("unit", ""), pid=body.get("pid") or 0,
-                   role=body.get("role", ""), start=body.get("start") or 0,
-                   end=body.get("end") or 0, offset=offset, state=body.get("state", ""),
-                   rows=size.get("rows") or 0, cols=size.get("cols") or 0)
+        size = member(body, "size", dict, {})
+        return cls(id=member(body, "id", str, ""), unit=member(body, "unit", str, ""),
+                   pid=member(body, "pid", int, 0), role=member(body, "role", str, ""),
+                   start=member(body, "start", int, 0), end=member(body, "end", int, 0),
+                   offset=member(body, "offset", int), state=member(body, "state", str, ""),
+                   rows=member(size, "rows", int, 0), cols=member(size, "cols", int, 0))
 
 
 def check_id(session_id: str) -> str:

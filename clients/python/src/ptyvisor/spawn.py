@@ -154,6 +154,7 @@ class spawn:  # noqa: N801 - pexpect's name
                 tail = self._decode(b"", True)
                 if tail:
                     return tail
+                relay.check_lost()
                 self._note_exit()
                 raise EOF("End Of File (EOF). Exception style platform.")
             if not relay.pump(deadline):
@@ -336,6 +337,7 @@ class spawn:  # noqa: N801 - pexpect's name
             raise ExceptionPexpect("Cannot wait for a closed session.")
         while not self._relay.ended:
             self._relay.pump(None)
+        self._relay.check_lost()
         self._note_exit()
         self.terminated = True
         return self.exitstatus
