@@ -25,5 +25,5 @@ rm -rf "$work/src/build" "$work/src/"*.egg-info "$work/src/src/"*.egg-info
 chmod -R a+rX "$work"
 
 cd "$work/src"
-PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$root/scripts/with-daemon.sh" --build "$build" -- \
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$root/scripts/with-daemon.sh" --build "$build" --config-extra "$here/with-daemon.toml" -- \
   "$work/venv/bin/python" -m pytest -p no:cacheprovider -v tests "$@"
