@@ -51,3 +51,10 @@ def test_a_utf8_character_split_across_frames_is_whole(session_env):
                            env=session_env, encoding="utf-8", timeout=30)
     child.expect(ptyvisor.EOF)
     assert child.before == "\U0001F600" * 40000
+
+
+def test_expect_async_is_refused(session_env):
+    child = ptyvisor.spawn("echo x", env=session_env)
+    with pytest.raises(ptyvisor.ExceptionPexpect):
+        child.expect("x", async_=True)
+    child.close()

@@ -11,7 +11,7 @@ from .client import Attachment, Client
 from .errors import EOF, TIMEOUT, ExceptionPexpect, PtyvisorError
 from .protocol import (Attached, ExitStatus, Killed, Log, SessionInfo, Started, Waited,
                        default_socket_path)
-from .spawn import spawn
+from .pty_spawn import spawn
 
 __version__ = "0.1.0"
 

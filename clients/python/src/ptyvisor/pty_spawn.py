@@ -162,7 +162,8 @@ class spawn:  # noqa: N801 - pexpect's name
 
     def expect(self, pattern, timeout=-1, searchwindowsize=-1, async_=False, **kw):
         """Index of the pattern (of a list: regexes, EOF, TIMEOUT) that matched first."""
-        return self.expect_list(self.compile_pattern_list(pattern), timeout, searchwindowsize)
+        return self.expect_list(self.compile_pattern_list(pattern), timeout, searchwindowsize,
+                                async_)
 
     def compile_pattern_list(self, patterns) -> list:
         if patterns is None:
@@ -190,7 +191,7 @@ class spawn:  # noqa: N801 - pexpect's name
         return p if isinstance(p, str) else p.decode(self.encoding)
 
     def expect_list(self, pattern_list, timeout=-1, searchwindowsize=-1, async_=False, **kw):
-        return self._expect(_RegexSearcher(pattern_list), timeout, searchwindowsize)
+        return self._expect(_RegexSearcher(pattern_list), timeout, searchwindowsize, async_)
 
     def expect_exact(self, pattern_list, timeout=-1, searchwindowsize=-1, async_=False, **kw):
         """As expect(), with plain strings instead of regular expressions."""
@@ -198,9 +199,12 @@ class spawn:  # noqa: N801 - pexpect's name
             pattern_list = [pattern_list]
         patterns = [p if p is EOF or p is TIMEOUT else self._pattern_type(p)
                     for p in pattern_list]
-        return self._expect(_ExactSearcher(patterns), timeout, searchwindowsize)
+        return self._expect(_ExactSearcher(patterns), timeout, searchwindowsize, async_)
 
-    def _expect(self, searcher, timeout, searchwindowsize):
+    def _expect(self, searcher, timeout, searchwindowsize, async_=False):
+        if async_:
+            raise ExceptionPexpect("ptyvisor.spawn: expect(async_=True) is not supported; "
+                                   "use ptyvisor.AsyncClient")
         deadline = deadline_after(self._timeout(timeout))
         window = self.searchwindowsize if searchwindowsize == -1 else searchwindowsize
         while True:
