@@ -21,6 +21,8 @@ from .errors import ConnectionLost, ProtocolError, error_from_payload
 from .protocol import FrameType
 
 _RECV_SIZE = 1 << 18
+_RECV_ROUNDS = 16          # reads per call at most: a flooding daemon cannot keep us here
+_START_TIMEOUT = 30.0      # for the sendmsg that carries START and its descriptor
 
 
 def deadline_after(timeout: float | None) -> float | None:
@@ -87,11 +89,14 @@ class Connection:
     def send_start(self, body: dict, cwd_fd: int) -> None:
         """START with the cwd descriptor riding on its first byte."""
         data = protocol.encode_json_frame(FrameType.START, body)
-        self._sock.setblocking(True)
+        self._sock.settimeout(_START_TIMEOUT)   # a daemon that never reads cannot hang us
         try:
             sent = send_with_fd(self._sock, data, cwd_fd)
         except (BrokenPipeError, ConnectionResetError):
             sent = None
+        except TimeoutError:
+            self.close()
+            raise
         self._sock.setblocking(False)
         try:
             if sent is None:
@@ -149,7 +154,7 @@ class Connection:
         if block_ms != 0 and not self._poll.poll(block_ms):
             return False
         got = False
-        while True:
+        for _ in range(_RECV_ROUNDS):
             try:
                 chunk = self._sock.recv(_RECV_SIZE)
             except BlockingIOError:
@@ -169,6 +174,7 @@ class Connection:
                 raise
             if len(chunk) < _RECV_SIZE:
                 return got
+        return got
 
     def _check_trailing_bytes(self) -> None:
         if self._decoder._buffer:
