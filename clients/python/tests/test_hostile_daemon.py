@@ -130,3 +130,33 @@ def test_asyncio_client_checks_too(fake_daemon):
         return await ptyvisor.AsyncClient(path, timeout=10).list()
     with pytest.raises(errors.ProtocolError):
         asyncio.run(scenario())
+
+
+def attached_then(*frames):
+    head = {"id": SID, "unit": f"ptyvisor-{SID}.service", "pid": 1, "role": "observer",
+            "start": 0, "end": 10, "offset": 4, "state": "running",
+            "size": {"rows": 24, "cols": 80}}
+    return frame(13, head) + b"".join(frames)
+
+
+DROPPING = attached_then(frame(4, b"ab"), frame(26, {"offset": 100, "lost": 94}),
+                         frame(4, b"xyz"),
+                         frame(8, {"status": "exited", "code": 0, "reason": "exited"}))
+
+
+def test_an_observer_that_fell_behind_counts_what_it_lost(fake_daemon):
+    observer = ptyvisor.Client(fake_daemon(DROPPING), timeout=10).attach(SID, role="observer")
+    assert observer.attached.offset == 4
+    assert observer.read_to_end(timeout=10) == b"abxyz"
+    assert observer.lost == 94 and observer.offset == 103
+    assert observer.exit.code == 0
+
+
+def test_an_async_observer_that_fell_behind_counts_what_it_lost(fake_daemon):
+    path = fake_daemon(DROPPING)
+
+    async def scenario():
+        observer = await ptyvisor.AsyncClient(path, timeout=10).attach(SID, role="observer")
+        return await observer.read_to_end(), observer
+    data, observer = asyncio.run(scenario())
+    assert data == b"abxyz" and observer.lost == 94 and observer.offset == 103
