@@ -239,3 +239,26 @@ def test_drive_a_python_repl(spawn, pexpect_module, python3):
     child.expect(pexpect_module.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_run_returns_the_output(pexpect_module, session_env):
+    assert pexpect_module.run("echo hi there", env=session_env) == b"hi there\r\n"
+
+
+def test_run_with_exit_status(pexpect_module, session_env):
+    output, status = pexpect_module.run("sh -c 'echo out; exit 3'", withexitstatus=True,
+                                        env=session_env)
+    assert (output, status) == (b"out\r\n", 3)
+
+
+def test_run_answers_events(pexpect_module, session_env):
+    script = "sh -c 'printf \"name? \"; read n; printf \"age? \"; read a; echo $n is $a'"
+    seen = []
+
+    def age(context):
+        seen.append(context["event_count"])
+        return "42\n"
+    output = pexpect_module.run(script, events=[(r"name\? ", "bob\n"), (r"age\? ", age)],
+                                env=session_env, timeout=10)
+    assert b"bob is 42" in output
+    assert seen == [1]

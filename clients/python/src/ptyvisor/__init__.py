@@ -11,7 +11,7 @@ from .client import Attachment, Client
 from .errors import EOF, TIMEOUT, ExceptionPexpect, PtyvisorError
 from .protocol import (Attached, ExitStatus, Killed, Log, SessionInfo, Started, Waited,
                        default_socket_path)
-from .pty_spawn import spawn
+from .pty_spawn import run, spawn
 
 __version__ = "0.1.0"
 
@@ -23,6 +23,6 @@ def __getattr__(name):
         return getattr(aio, name)
     raise AttributeError(f"module 'ptyvisor' has no attribute {name!r}")
 
-__all__ = ["spawn", "EOF", "TIMEOUT", "ExceptionPexpect", "PtyvisorError", "errors", "Client",
+__all__ = ["spawn", "run", "EOF", "TIMEOUT", "ExceptionPexpect", "PtyvisorError", "errors", "Client",
            "Attachment", "AsyncClient", "AsyncAttachment", "Started", "SessionInfo", "Log",
            "Waited", "Killed", "Attached", "ExitStatus", "default_socket_path"]

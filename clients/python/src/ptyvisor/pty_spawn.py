@@ -462,3 +462,48 @@ class _ExactSearcher(_RegexSearcher):
             if at >= 0 and (best is None or at < best[1]):
                 best = (i, at, at + len(s), s)
         return best
+
+
+def run(command, timeout=30, withexitstatus=False, events=None, extra_args=None, logfile=None,
+        cwd=None, env=None, **kwargs):
+    """pexpect.run: runs command to its end and returns its output (with withexitstatus, a
+    tuple of output and exit status). `events` maps patterns to answers: a string to send,
+    or a function taking a dict (child, event_count, extra_args, child_result_list) that
+    returns a string to send, or True to stop. A timeout ends the run, with what came."""
+    child = spawn(command, timeout=30 if timeout == -1 else timeout, logfile=logfile, cwd=cwd,
+                  env=env, **kwargs)
+    pairs = list(events.items()) if isinstance(events, dict) else list(events or [])
+    patterns = [pattern for pattern, _ in pairs]
+    child_result_list = []
+    event_count = 0
+    try:
+        while True:
+            try:
+                index = child.expect(patterns)
+            except (EOF, TIMEOUT):
+                child_result_list.append(child.before)
+                break
+            child_result_list.append(child.before + child.after)
+            if not _answer(child, pairs[index][1], {
+                    "child": child, "event_count": event_count, "extra_args": extra_args,
+                    "child_result_list": child_result_list}):
+                break
+            event_count += 1
+    finally:
+        child.close()
+    output = child.string_type().join(child_result_list)
+    return (output, child.exitstatus) if withexitstatus else output
+
+
+def _answer(child, response, context) -> bool:
+    """Sends an event's answer; False when a callback asked to stop."""
+    if isinstance(response, (str, bytes)):
+        child.send(response)
+        return True
+    if callable(response):
+        result = response(context)
+        if isinstance(result, (str, bytes)):
+            child.send(result)
+            return True
+        return not result
+    raise TypeError("an event's answer is a string or a callable")
