@@ -12,6 +12,8 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   systemd dbus util-linux passwd procps     # the test harness boots a private systemd
   asciinema                                 # the recording test reads recordings with asciinema cat
+  python3 python3-venv python3-pip python3-setuptools python3-wheel  # clients/python: offline install
+  python3-pytest python3-pexpect            # clients/python's suite; pexpect is the behaviour it matches
 )
 
 missing=()

@@ -1,0 +1,28 @@
+"""ptyvisor: the Python client of ptyvisord (standard library only).
+
+- ``ptyvisor.spawn``: pexpect.spawn's core on a ptyvisor session (change the import).
+- ``ptyvisor.Client`` / ``ptyvisor.AsyncClient``: the session calls of protocol version 2
+  (start detached, attach, list, read, wait, kill, send).
+- ``ptyvisor.errors``: ``PtyvisorError`` and one subclass per protocol error code.
+"""
+
+from . import errors
+from .client import Attachment, Client
+from .errors import EOF, TIMEOUT, ExceptionPexpect, PtyvisorError
+from .protocol import (Attached, ExitStatus, Killed, Log, SessionInfo, Started, Waited,
+                       default_socket_path)
+from .pty_spawn import run, spawn
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # asyncio costs more to import than the rest of the package: only its users pay for it.
+    if name in ("AsyncClient", "AsyncAttachment"):
+        from . import aio
+        return getattr(aio, name)
+    raise AttributeError(f"module 'ptyvisor' has no attribute {name!r}")
+
+__all__ = ["spawn", "run", "EOF", "TIMEOUT", "ExceptionPexpect", "PtyvisorError", "errors", "Client",
+           "Attachment", "AsyncClient", "AsyncAttachment", "Started", "SessionInfo", "Log",
+           "Waited", "Killed", "Attached", "ExitStatus", "default_socket_path"]

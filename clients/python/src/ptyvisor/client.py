@@ -1,0 +1,288 @@
+"""The session calls of protocol version 2 (section 9), blocking.
+
+Each call is one connection: START (detached) returns the id; attach() keeps its connection
+open in an Attachment; list, read, wait, kill and send ask once and return the reply.
+Timeouts are in seconds, as Python's are; None waits as long as the daemon takes.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import protocol
+from .connection import Connection, Relay, deadline_after, expect_reply, open_directory
+from .errors import ConnectionLost, ProtocolError
+from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, SessionInfo, Started,
+                       Waited, check_id, member, position)
+
+MAX_READ_BYTES = 67108864   # READ's max_bytes bound (9.6)
+
+_SLACK = 10.0   # how much longer than the daemon's own timeout we wait for its reply
+
+
+def start_body(argv, cwd_fd: int, env, term, rows: int, cols: int, detach: bool) -> dict:
+    argv = [str(a) for a in argv]
+    if not argv or not argv[0]:
+        raise ValueError("argv needs a non-empty argv[0]")
+    st = os.fstat(cwd_fd)
+    body = {"argv": argv, "env": protocol.session_environment(env), "cwd_dev": st.st_dev,
+            "cwd_ino": st.st_ino, "rows": int(rows), "cols": int(cols)}
+    if term:
+        body["term"] = term
+    if detach:
+        body["detach"] = True
+    return body
+
+
+def wait_body(session_id, until, pattern, quiet, offset, timeout) -> dict:
+    body: dict = {"id": check_id(session_id), "for": until}
+    if until == "text":
+        if pattern is None:
+            raise ValueError("wait(until='text') needs a pattern")
+        body["pattern"] = pattern.decode() if isinstance(pattern, bytes) else pattern
+        body["from"] = position(offset, "start")
+    elif until == "quiet":
+        if quiet is None:
+            raise ValueError("wait(until='quiet') needs quiet (seconds)")
+        body["quiet_ms"] = max(1, round(quiet * 1000))
+    elif until != "exit":
+        raise ValueError(f"until is 'exit', 'quiet' or 'text', not {until!r}")
+    if timeout is not None:
+        body["timeout_ms"] = max(0, round(timeout * 1000))
+    return body
+
+
+def kill_body(session_id, signal) -> dict:
+    body: dict = {"id": check_id(session_id)}
+    if signal:
+        body["signal"] = int(signal)
+    return body
+
+
+def send_payload(session_id, data) -> bytes:
+    if isinstance(data, str):
+        data = data.encode()
+    if not 1 <= len(data) <= protocol.MAX_IO_PAYLOAD:
+        raise ValueError("send() takes 1..65536 bytes")
+    return check_id(session_id).encode() + bytes(data)
+
+
+def log_length(head: dict) -> int:
+    """LOG's `length`: the bytes that follow, at most what READ may ask for (9.6)."""
+    length = member(head, "length", int)
+    if length > MAX_READ_BYTES:
+        raise ProtocolError(f"LOG announces {length} bytes")
+    return length
+
+
+def log_from(head: dict, data: bytes) -> Log:
+    return Log(id=member(head, "id", str, ""), start=member(head, "start", int, 0),
+               offset=member(head, "offset", int, 0), end=member(head, "end", int, 0),
+               state=member(head, "state", str, ""),
+               exit=protocol.exit_or_none(head.get("exit")), data=data)
+
+
+def sessions_from(body: dict) -> list[SessionInfo]:
+    sessions = member(body, "sessions", list)
+    if not all(isinstance(s, dict) for s in sessions):
+        raise ProtocolError("SESSIONS holds a non-object")
+    return [SessionInfo.from_payload(s) for s in sessions]
+
+
+class Client:
+    """Talks to one daemon. `socket_path` defaults to $PTYVISOR_SOCKET, else
+    /run/ptyvisor/ptyvisor.sock; `timeout` bounds each reply (not wait()'s own wait)."""
+
+    def __init__(self, socket_path: str | None = None, timeout: float | None = 30.0):
+        self.socket_path = socket_path or protocol.default_socket_path()
+        self.timeout = timeout
+
+    def _connect(self) -> Connection:
+        return Connection(self.socket_path)
+
+    def _ask(self, ftype: int, payload: bytes, reply: int, timeout: float | None = -1) -> dict:
+        conn = self._connect()
+        try:
+            conn.send_frame(ftype, payload)
+            return expect_reply(conn, reply, deadline_after(self.timeout if timeout == -1
+                                                            else timeout))
+        finally:
+            conn.close()
+
+    def start(self, argv, *, cwd=None, env: dict[str, str] | None = None,
+              term: str | None = "xterm-256color", rows: int = 24, cols: int = 80) -> Started:
+        """Starts argv detached (it outlives this call) and returns its Started (.id)."""
+        conn = self._connect()
+        try:
+            fd = open_directory(cwd)
+            try:
+                conn.send_start(start_body(argv, fd, env, term, rows, cols, True), fd)
+            finally:
+                os.close(fd)
+            return Started.from_payload(expect_reply(conn, FrameType.STARTED,
+                                                     deadline_after(self.timeout)))
+        finally:
+            conn.close()
+
+    def attach(self, session_id: str, *, role: str = "controller", offset="tail",
+               takeover: bool = False) -> "Attachment":
+        """Attaches as controller or observer; output begins at `offset` ("start", "tail"
+        or an absolute offset)."""
+        if role not in ("controller", "observer"):
+            raise ValueError("role is 'controller' or 'observer'")
+        body = {"id": check_id(session_id), "from": position(offset, "tail"), "role": role}
+        if takeover:
+            body["takeover"] = True
+        conn = self._connect()
+        try:
+            conn.send_json(FrameType.ATTACH, body)
+            head = Attached.from_payload(expect_reply(conn, FrameType.ATTACHED,
+                                                      deadline_after(self.timeout)))
+        except BaseException:
+            conn.close()
+            raise
+        return Attachment(conn, head)
+
+    def list(self) -> list[SessionInfo]:
+        """The sessions, oldest first (running ones and recently exited detached ones)."""
+        return sessions_from(self._ask(FrameType.LIST, b"", FrameType.SESSIONS))
+
+    def read(self, session_id: str, offset="start", max_bytes: int | None = None) -> Log:
+        """The session's log from `offset`, at most max_bytes (the daemon's default 1 MiB).
+        Never waits for output."""
+        body: dict = {"id": check_id(session_id), "from": position(offset, "start")}
+        if max_bytes is not None:
+            body["max_bytes"] = int(max_bytes)
+        conn = self._connect()
+        try:
+            conn.send_json(FrameType.READ, body)
+            deadline = deadline_after(self.timeout)
+            head = expect_reply(conn, FrameType.LOG, deadline)
+            length = log_length(head)
+            relay = Relay(conn, member(head, "offset", int, 0))
+            while len(relay.pending) < length and not relay.ended:
+                if not relay.pump(deadline):
+                    raise TimeoutError("the daemon did not send the log in time")
+            if len(relay.pending) < length:
+                raise ConnectionLost("the log ended early")
+            if len(relay.pending) > length:
+                raise ProtocolError(f"LOG announced {length} bytes and sent more")
+            return log_from(head, relay.take())
+        finally:
+            conn.close()
+
+    def wait(self, session_id: str, until: str = "exit", *, pattern=None,
+             quiet: float | None = None, offset=None, timeout: float | None = 30.0) -> Waited:
+        """Waits on the daemon for the session to exit, to print `pattern` (an RE2 regular
+        expression over the raw bytes, from `offset`), or to go `quiet` seconds without
+        output, at most `timeout` seconds. Waited.reason says which held, or "timeout"."""
+        body = wait_body(session_id, until, pattern, quiet, offset, timeout)
+        wait_for = None if timeout is None else timeout + _SLACK
+        if timeout is None:
+            wait_for = 86400.0 + _SLACK
+        return Waited.from_payload(self._ask(FrameType.WAIT, protocol_json(body),
+                                             FrameType.WAITED, wait_for))
+
+    def kill(self, session_id: str, signal: int | None = None) -> Killed:
+        """Without signal: ends the session as STOP does, and returns once it has exited.
+        With a signal (1..64): sends it to the session's processes and returns at once."""
+        return Killed.from_payload(self._ask(FrameType.KILL, protocol_json(kill_body(
+            session_id, signal)), FrameType.KILLED, None if not signal else -1))
+
+    def send(self, session_id: str, data: bytes | str) -> int:
+        """Writes data to the session's input without attaching; returns the bytes taken."""
+        body = self._ask(FrameType.SEND, send_payload(session_id, data), FrameType.SENT)
+        return member(body, "bytes", int)
+
+
+def protocol_json(body: dict) -> bytes:
+    return protocol.encode_json_frame(0, body)[protocol.HEADER_SIZE:]
+
+
+class Attachment:
+    """An attached connection (ATTACH answered by ATTACHED). read() returns output as it
+    comes; b"" once the session has ended (then .exit is set) or the attachment was
+    detached. A controller may also write(), resize(), signal(), stop() and detach()."""
+
+    def __init__(self, conn: Connection, attached: Attached):
+        self.attached = attached
+        self.role = attached.role
+        self._relay = Relay(conn, attached.offset)
+
+    @property
+    def offset(self) -> int:
+        """The offset of the next byte read() would return."""
+        return self._relay.offset - len(self._relay.pending)
+
+    @property
+    def exit(self) -> ExitStatus | None:
+        return self._relay.exit
+
+    @property
+    def lost(self) -> int:
+        """Bytes this reader lost to DROPPED (it fell behind the log's start)."""
+        return self._relay.lost
+
+    @property
+    def ended(self) -> bool:
+        return self._relay.ended and not self._relay.pending
+
+    def read(self, timeout: float | None = None) -> bytes:
+        """The output available now, waiting up to `timeout` for some; b"" at the end.
+        TimeoutError when nothing came in time."""
+        deadline = deadline_after(timeout)
+        while not self._relay.pending and not self._relay.ended:
+            if not self._relay.pump(deadline):
+                raise TimeoutError("no output in time")
+        self._relay.pump_available()
+        if not self._relay.pending:
+            self._relay.check_lost()
+        return self._relay.take()
+
+    def read_to_end(self, timeout: float | None = None) -> bytes:
+        """All output until the session ends (or the attachment is detached)."""
+        deadline = deadline_after(timeout)
+        while not self._relay.ended:
+            if not self._relay.pump(deadline):
+                raise TimeoutError("the session did not end in time")
+        self._relay.check_lost()
+        return self._relay.take()
+
+    def write(self, data: bytes | str) -> None:
+        self._relay.send_input(data.encode() if isinstance(data, str) else bytes(data))
+
+    def resize(self, rows: int, cols: int) -> None:
+        self._relay.send_control(FrameType.RESIZE, protocol_json({"rows": rows, "cols": cols}))
+
+    def signal(self, signal: int, target: str = "foreground") -> None:
+        self._relay.send_control(FrameType.SIGNAL,
+                                 protocol_json({"signal": int(signal), "target": target}))
+
+    def stop(self) -> None:
+        """Ends the session (STOP); read() then drains its last output and EXIT."""
+        self._relay.send_control(FrameType.STOP)
+
+    def detach(self, timeout: float | None = 30.0) -> int | None:
+        """Leaves the session running (DETACH); returns the offset the daemon would have
+        sent next, or None if the session had ended first."""
+        if not self._relay.send_control(FrameType.DETACH):
+            self.close()
+            return None
+        deadline = deadline_after(timeout)
+        try:
+            while not self._relay.ended:
+                if not self._relay.pump(deadline):
+                    raise TimeoutError("no DETACHED in time")
+            self._relay.check_lost()
+        finally:
+            self.close()
+        return self._relay.detached_offset
+
+    def close(self) -> None:
+        self._relay.conn.close()
+
+    def __enter__(self) -> "Attachment":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

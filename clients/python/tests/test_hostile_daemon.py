@@ -1,0 +1,162 @@
+"""A fake daemon that breaks the protocol: every byte from the daemon is checked, and a
+broken reply is a typed error (ProtocolError, ConnectionLost), never a crash or a hang."""
+
+import asyncio
+import json
+import socket
+import struct
+import threading
+
+import pytest
+
+import ptyvisor
+from ptyvisor import errors
+
+SID = "a" * 32
+
+
+def frame(ftype, payload=b"", version=2):
+    if isinstance(payload, dict):
+        payload = json.dumps(payload).encode()
+    return b"PV" + bytes([version, ftype]) + struct.pack(">I", len(payload)) + payload
+
+
+@pytest.fixture
+def fake_daemon(tmp_path):
+    """fake_daemon(reply_bytes) -> socket path. The server accepts one connection, reads the
+    request's first bytes, writes reply_bytes and closes."""
+    threads = []
+
+    def serve(reply: bytes):
+        path = str(tmp_path / f"fake{len(threads)}.sock")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(path)
+        server.listen(1)
+        server.settimeout(10)
+
+        def run():
+            with server:
+                conn, _ = server.accept()
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(reply)
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        threads.append(thread)
+        return path
+
+    yield serve
+    for thread in threads:
+        thread.join(10)
+
+
+def list_with(path):
+    return ptyvisor.Client(path, timeout=10).list()
+
+
+@pytest.mark.parametrize("reply", [
+    b"XV\x02\x11\x00\x00\x00\x02{}",                       # bad magic
+    b"PV\x07\x11\x00\x00\x00\x02{}",                       # unknown version
+    b"PV\x02\x63\x00\x00\x00\x02{}",                       # unknown type
+    b"PV\x02\x11\xff\xff\xff\xff",                         # over SESSIONS' bound
+    frame(17, b"not json"),
+    frame(17, {"sessions": "many"}),
+    frame(17, {"sessions": [{"id": 5}]}),
+    frame(17, {"sessions": [{"id": SID, "exit": "soon"}]}),
+    frame(2, {"unit": "u", "pid": 1, "id": SID}),          # a frame that is no reply to LIST
+    b"PV\x02\x11\x00\x00\x00\x10{}",                       # closed in the middle of a frame
+])
+def test_a_broken_reply_is_a_protocol_error(fake_daemon, reply):
+    with pytest.raises(errors.ProtocolError):
+        list_with(fake_daemon(reply))
+
+
+def test_no_reply_is_connection_lost(fake_daemon):
+    with pytest.raises(errors.ConnectionLost):
+        list_with(fake_daemon(b""))
+
+
+def test_an_error_before_anything_is_typed_and_version_1_is_read(fake_daemon):
+    path = fake_daemon(frame(9, {"code": "overloaded", "message": "later"}, version=1))
+    with pytest.raises(errors.Overloaded) as e:
+        list_with(path)
+    assert e.value.message == "later"
+
+
+def test_a_log_shorter_than_announced_is_connection_lost(fake_daemon):
+    head = {"id": SID, "start": 0, "offset": 0, "length": 5, "end": 5, "state": "running",
+            "exit": None}
+    path = fake_daemon(frame(19, head) + frame(4, b"ab"))
+    with pytest.raises(errors.ConnectionLost):
+        ptyvisor.Client(path, timeout=10).read(SID)
+
+
+def test_a_log_longer_than_announced_is_a_protocol_error(fake_daemon):
+    head = {"id": SID, "start": 0, "offset": 0, "length": 1, "end": 5, "state": "running",
+            "exit": None}
+    path = fake_daemon(frame(19, head) + frame(4, b"abcde"))
+    with pytest.raises(errors.ProtocolError):
+        ptyvisor.Client(path, timeout=10).read(SID)
+
+
+def test_a_version_1_daemon_is_told_apart(fake_daemon, session_env):
+    path = fake_daemon(frame(2, {"unit": "ptyvisor-x.service", "pid": 1}, version=1))
+    with pytest.raises(errors.ProtocolError, match="version 2"):
+        ptyvisor.spawn("true", env=session_env, socket_path=path)
+
+
+def test_spawn_sees_a_session_lost_without_exit(fake_daemon, session_env):
+    started = {"unit": f"ptyvisor-{SID}.service", "pid": 1, "id": SID}
+    path = fake_daemon(frame(2, started) + frame(4, b"partial output"))
+    child = ptyvisor.spawn("true", env=session_env, socket_path=path, timeout=10)
+    assert child.expect("partial") == 0
+    with pytest.raises(errors.ConnectionLost):
+        child.expect(ptyvisor.EOF)
+
+
+def test_an_exit_with_a_wrong_type_is_a_protocol_error(fake_daemon, session_env):
+    started = {"unit": f"ptyvisor-{SID}.service", "pid": 1, "id": SID}
+    path = fake_daemon(frame(2, started) + frame(8, {"status": "exited", "code": "zero",
+                                                      "reason": "exited"}))
+    child = ptyvisor.spawn("true", env=session_env, socket_path=path, timeout=10)
+    with pytest.raises(errors.ProtocolError):
+        child.expect(ptyvisor.EOF)
+
+
+def test_asyncio_client_checks_too(fake_daemon):
+    path = fake_daemon(frame(17, {"sessions": [1]}))
+
+    async def scenario():
+        return await ptyvisor.AsyncClient(path, timeout=10).list()
+    with pytest.raises(errors.ProtocolError):
+        asyncio.run(scenario())
+
+
+def attached_then(*frames):
+    head = {"id": SID, "unit": f"ptyvisor-{SID}.service", "pid": 1, "role": "observer",
+            "start": 0, "end": 10, "offset": 4, "state": "running",
+            "size": {"rows": 24, "cols": 80}}
+    return frame(13, head) + b"".join(frames)
+
+
+DROPPING = attached_then(frame(4, b"ab"), frame(26, {"offset": 100, "lost": 94}),
+                         frame(4, b"xyz"),
+                         frame(8, {"status": "exited", "code": 0, "reason": "exited"}))
+
+
+def test_an_observer_that_fell_behind_counts_what_it_lost(fake_daemon):
+    observer = ptyvisor.Client(fake_daemon(DROPPING), timeout=10).attach(SID, role="observer")
+    assert observer.attached.offset == 4
+    assert observer.read_to_end(timeout=10) == b"abxyz"
+    assert observer.lost == 94 and observer.offset == 103
+    assert observer.exit.code == 0
+
+
+def test_an_async_observer_that_fell_behind_counts_what_it_lost(fake_daemon):
+    path = fake_daemon(DROPPING)
+
+    async def scenario():
+        observer = await ptyvisor.AsyncClient(path, timeout=10).attach(SID, role="observer")
+        return await observer.read_to_end(), observer
+    data, observer = asyncio.run(scenario())
+    assert data == b"abxyz" and observer.lost == 94 and observer.offset == 103
