@@ -1,0 +1,103 @@
+// Session start and throughput from this runtime (Node or Bun) with the ptyvisor package,
+// against the C++ client ($PTYVISOR_BIN run -- ...) in the same run, printed as ratios.
+// Run under scripts/with-daemon.sh (it sets PTYVISOR_SOCKET and PTYVISOR_BIN):
+//   scripts/with-daemon.sh --build BUILD -- node bench/client_bench.mjs [--starts N] [--mib M]
+import { spawn as spawnProcess } from "node:child_process";
+import { Client } from "ptyvisor";
+
+const args = process.argv.slice(2);
+const option = (name, fallback) => {
+  const at = args.indexOf(name);
+  return at >= 0 ? Number(args[at + 1]) : fallback;
+};
+const STARTS = option("--starts", 100);
+const MIB = option("--mib", 64);
+const runtime = globalThis.Bun ? `bun ${Bun.version}` : `node ${process.versions.node}`;
+const cli = process.env.PTYVISOR_BIN;
+if (!cli) throw new Error("PTYVISOR_BIN is not set: run under scripts/with-daemon.sh");
+const client = new Client();
+
+const now = () => Number(process.hrtime.bigint()) / 1e6; // ms
+
+function percentile(samples, p) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+/** Runs a process to its end, output discarded; resolves with its exit code. */
+function runProcess(argv) {
+  return new Promise((resolve, reject) => {
+    const child = spawnProcess(argv[0], argv.slice(1), { stdio: ["ignore", "ignore", "inherit"] });
+    child.on("error", reject);
+    child.on("exit", (code) => resolve(code));
+  });
+}
+
+async function timeEach(n, once) {
+  const samples = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = now();
+    await once();
+    samples.push(now() - t0);
+  }
+  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+}
+
+/** C++ client: `ptyvisor run -- true`, the whole round trip of a short command. */
+async function cppStart() {
+  const code = await runProcess([cli, "run", "--", "true"]);
+  if (code !== 0) throw new Error(`ptyvisor run -- true exited ${code}`);
+}
+
+/** This package: open a session for `true` and wait for its EXIT. */
+async function ourStart() {
+  const session = await client.open(["true"]);
+  const exit = await session.exited;
+  if (exit.code !== 0) throw new Error(`true exited ${JSON.stringify(exit)}`);
+}
+
+/** The cost of the other way to pass the fd: one helper process per START. */
+async function helperSpawn() {
+  await runProcess(["/bin/true"]);
+}
+
+async function cppThroughput(bytes) {
+  const t0 = now();
+  const code = await runProcess([cli, "run", "--", "head", "-c", String(bytes), "/dev/zero"]);
+  if (code !== 0) throw new Error(`ptyvisor run -- head exited ${code}`);
+  return bytes / 1048576 / ((now() - t0) / 1000);
+}
+
+async function ourThroughput(bytes) {
+  const t0 = now();
+  const session = await client.open(["head", "-c", String(bytes), "/dev/zero"]);
+  let got = 0;
+  session.on("data", (chunk) => (got += chunk.length));
+  await session.exited;
+  if (got !== bytes) throw new Error(`received ${got} of ${bytes} bytes`);
+  return bytes / 1048576 / ((now() - t0) / 1000);
+}
+
+const fmt = (x) => x.toFixed(2);
+console.log(`ptyvisor client benchmark: ${runtime}, ${STARTS} starts, ${MIB} MiB`);
+
+// Interleaved warm-up, then the measured runs alternate so that load on the machine hits both.
+await cppStart();
+await ourStart();
+const cpp = await timeEach(STARTS, cppStart);
+const ours = await timeEach(STARTS, ourStart);
+const helper = await timeEach(STARTS, helperSpawn);
+console.log(`start (run \`true\` to its exit), ms: C++ p50 ${fmt(cpp.p50)} p99 ${fmt(cpp.p99)} | ${runtime} p50 ${fmt(ours.p50)} p99 ${fmt(ours.p99)}`);
+console.log(`start ratio (${runtime} / C++, goal <= 1.5): p50 ${fmt(ours.p50 / cpp.p50)} p99 ${fmt(ours.p99 / cpp.p99)}`);
+console.log(`a helper process per START would add: p50 ${fmt(helper.p50)} ms, p99 ${fmt(helper.p99)} ms (spawn of /bin/true from ${runtime})`);
+
+const bytes = MIB * 1048576;
+const cppRates = [];
+const ourRates = [];
+for (let i = 0; i < 3; i++) {
+  cppRates.push(await cppThroughput(bytes));
+  ourRates.push(await ourThroughput(bytes));
+}
+const best = (rates) => Math.max(...rates);
+console.log(`throughput, MiB/s (best of 3): C++ ${fmt(best(cppRates))} | ${runtime} ${fmt(best(ourRates))}`);
+console.log(`throughput ratio (${runtime} / C++, goal >= 0.8): ${fmt(best(ourRates) / best(cppRates))}`);
