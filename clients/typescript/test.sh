@@ -34,8 +34,9 @@ cp -r "$here/test" "$here/examples" "$here/bench" .
 chmod -R a+rX "$tmp"
 
 if [ "$bench" = 1 ]; then
-  "$root/scripts/with-daemon.sh" --build "$build" -- node bench/client_bench.mjs
-  "$root/scripts/with-daemon.sh" --build "$build" -- "$tmp/bin/bun" bench/client_bench.mjs
+  extra=(--build "$build" --config-extra "$tmp/bench/daemon-extra.toml")
+  "$root/scripts/with-daemon.sh" "${extra[@]}" -- node bench/client_bench.mjs
+  "$root/scripts/with-daemon.sh" "${extra[@]}" -- "$tmp/bin/bun" bench/client_bench.mjs
   exit 0
 fi
 

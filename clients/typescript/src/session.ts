@@ -146,6 +146,11 @@ export class Session extends EventEmitter<SessionEvents> {
         const frame = await this.conn.nextFrame();
         if (!frame) throw new ConnectionLostError("the daemon closed the connection before the session's end");
         if (this.handle(frame.type, frame.payload)) return;
+        if (frame.type === FrameType.STARTED || frame.type === FrameType.ATTACHED) {
+          // The caller of open()/attach() resumes in this turn: let it add its listeners and
+          // iterators before the first output is emitted.
+          await new Promise((resolve) => setImmediate(resolve));
+        }
       }
     } catch (e) {
       this.fail(e as Error);
