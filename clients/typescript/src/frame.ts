@@ -135,15 +135,18 @@ export class FrameDecoder {
     const out = Buffer.allocUnsafe(n);
     let filled = 0;
     let index = 0;
-    while (filled < n) {
+    for (; filled < n; index++) {
       const chunk = this.chunks[index];
       const used = Math.min(chunk.length, n - filled);
       chunk.copy(out, filled, 0, used);
       filled += used;
-      if (!consume) index++;
-      else if (used === chunk.length) this.chunks.shift();
-      else this.chunks[0] = chunk.subarray(used);
+      if (consume && used < chunk.length) {
+        this.chunks[index] = chunk.subarray(used);
+        break;
+      }
     }
+    // One splice, not a shift per chunk: many tiny reads must not cost quadratic time.
+    if (consume) this.chunks.splice(0, index); // the chunks before `index` were used up
     return out;
   }
 }

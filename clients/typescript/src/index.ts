@@ -9,3 +9,5 @@ export type { ErrorCode } from "./errors.js";
 export { DEFAULT_SOCKET, resolveSocketPath } from "./connection.js";
 export { shellStatus } from "./types.js";
 export type * from "./types.js";
+export { encodeFrame, FrameDecoder, FrameType, PROTOCOL_VERSION } from "./frame.js";
+export type { Frame } from "./frame.js";
