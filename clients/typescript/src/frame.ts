@@ -36,6 +36,8 @@ export const FrameType = {
 
 export type FrameTypeNumber = (typeof FrameType)[keyof typeof FrameType];
 
+const OUTPUT = FrameType.OUTPUT;
+
 const KIB = 1024;
 /** [min, max] payload length of each type, index = type (section 2.1 and 9.3). */
 const BOUNDS: ReadonlyArray<readonly [number, number]> = [
@@ -92,25 +94,57 @@ export function encodeJsonFrame(type: number, body: object): Buffer {
   return encodeFrame(type, Buffer.from(JSON.stringify(body), "utf8"));
 }
 
-/** Reassembles frames from a byte stream that may split or join them anywhere. */
+/**
+ * Reassembles frames from a byte stream that may split or join them anywhere. OUTPUT is
+ * streamed: its payload comes out in the pieces the reads brought, without copying (its frame
+ * boundaries carry no meaning, section 2.1), so a 64 KiB frame across two reads costs no copy.
+ * Every other frame comes out whole.
+ */
 export class FrameDecoder {
   private chunks: Buffer[] = [];
   private buffered = 0;
+  /** Payload bytes still to come of the OUTPUT frame being streamed. */
+  private outputLeft = 0;
 
-  /** Adds bytes; returns the frames now complete. Throws ProtocolError on a bad header. */
+  /** Adds bytes; returns the frames (and OUTPUT pieces) now complete. Throws ProtocolError on a bad header. */
   push(chunk: Buffer): Frame[] {
     this.chunks.push(chunk);
     this.buffered += chunk.length;
     const frames: Frame[] = [];
     for (;;) {
+      if (this.outputLeft > 0) {
+        if (this.buffered === 0) break;
+        const piece = this.takeUpTo(this.outputLeft);
+        this.outputLeft -= piece.length;
+        frames.push({ type: OUTPUT, payload: piece });
+        continue;
+      }
       if (this.buffered < HEADER_SIZE) break;
       const head = this.peek(HEADER_SIZE);
       const length = validateHeader(head);
+      if (head[3] === OUTPUT) {
+        this.take(HEADER_SIZE);
+        this.outputLeft = length;
+        continue;
+      }
       if (this.buffered < HEADER_SIZE + length) break;
       const whole = this.take(HEADER_SIZE + length);
       frames.push({ type: whole[3], payload: whole.subarray(HEADER_SIZE) });
     }
     return frames;
+  }
+
+  /** At most n bytes from the first read held, without copying. */
+  private takeUpTo(n: number): Buffer {
+    const first = this.chunks[0];
+    if (first.length <= n) {
+      this.chunks.shift();
+      this.buffered -= first.length;
+      return first;
+    }
+    this.chunks[0] = first.subarray(n);
+    this.buffered -= n;
+    return first.subarray(0, n);
   }
 
   private peek(n: number): Buffer {
