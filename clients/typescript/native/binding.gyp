@@ -1,0 +1,9 @@
+{
+  "targets": [{
+    "target_name": "sendfd",
+    "sources": ["sendfd.cc"],
+    "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
+    "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
+    "cflags_cc": ["-std=c++20", "-Wall", "-Wextra"]
+  }]
+}

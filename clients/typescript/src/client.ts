@@ -1,0 +1,264 @@
+// The session calls of protocol version 2 (docs/protocol.md, section 9): start detached,
+// attach, list, read, wait, kill, send. Each call is one connection; each takes an AbortSignal
+// that closes it (a WAIT so cancelled is dropped by the daemon).
+import fs from "node:fs";
+import { ProtocolError, PtyvisorError } from "./errors.js";
+import { Connection, expectJson, resolveSocketPath } from "./connection.js";
+import { encodeFrame, FrameType, MAX_IO_PAYLOAD } from "./frame.js";
+import { sendfd } from "./native.js";
+import { killed, logHeader, sessionInfo, started, waited } from "./parse.js";
+import { Session, signalNumber } from "./session.js";
+import type { KilledResult, Position, ReadResult, SessionInfo, StartedInfo, WaitResult } from "./types.js";
+
+export interface ClientOptions {
+  /** The daemon's socket; default PTYVISOR_SOCKET, else /run/ptyvisor/ptyvisor.sock. */
+  socketPath?: string;
+}
+
+export interface StartOptions {
+  /** The command's directory (default: this process's). Sent as an open descriptor. */
+  cwd?: string;
+  /** The command's environment (default: this process's). */
+  env?: Record<string, string | undefined> | string[];
+  /** TERM for the session (default xterm-256color). */
+  term?: string;
+  rows?: number;
+  cols?: number;
+  signal?: AbortSignal;
+}
+
+export interface OpenOptions extends StartOptions {
+  /** true: the session outlives this connection (default false: closing it ends the session). */
+  detach?: boolean;
+}
+
+export interface AttachOptions {
+  role?: "controller" | "observer";
+  /** Where the output begins (default "tail": only new output). */
+  from?: Position;
+  /** Take the place of an attached controller (which is told and closed). */
+  takeover?: boolean;
+  signal?: AbortSignal;
+}
+
+export type WaitOptions = { timeoutMs?: number; signal?: AbortSignal } & (
+  | { for?: "exit" }
+  | { for: "quiet"; quietMs: number }
+  | { for: "text"; pattern: string; from?: Position }
+);
+
+export interface ReadOptions {
+  from?: Position;
+  maxBytes?: number;
+  signal?: AbortSignal;
+}
+
+export interface KillOptions {
+  /** A signal for every process of the session; without it the session is stopped and KILL waits for its end. */
+  signal?: number | string;
+  abort?: AbortSignal;
+}
+
+const ID = /^[0-9a-f]{32}$/;
+
+function checkId(id: string): void {
+  if (!ID.test(id)) throw new PtyvisorError(`not a session id: ${JSON.stringify(id)}`);
+}
+
+export class Client {
+  readonly socketPath: string;
+
+  constructor(options: ClientOptions = {}) {
+    this.socketPath = resolveSocketPath(options.socketPath);
+  }
+
+  /** Starts a detached session and returns its id, unit and pid; it runs on after this call. */
+  async start(argv: string[], options: StartOptions = {}): Promise<StartedInfo> {
+    const conn = await this.connectStart(argv, { ...options, detach: true });
+    try {
+      return started(await conn.reply(FrameType.STARTED, "START", options.signal));
+    } finally {
+      conn.close();
+    }
+  }
+
+  /** Starts a session and stays attached as its controller. Resolves once it has started. */
+  async open(argv: string[], options: OpenOptions = {}): Promise<Session> {
+    const session = this.openNow(this.connectStart(argv, options), options.signal);
+    await session.ready;
+    return session;
+  }
+
+  /** Attaches to a session, as controller (default) or observer. */
+  async attach(id: string, options: AttachOptions = {}): Promise<Session> {
+    checkId(id);
+    const conn = await Connection.open(this.socketPath, options.signal);
+    conn.sendJson(FrameType.ATTACH, {
+      id,
+      from: options.from ?? "tail",
+      role: options.role ?? "controller",
+      takeover: options.takeover ?? false,
+    });
+    const session = new Session(conn);
+    closeOnAbort(session, options.signal);
+    await session.ready;
+    return session;
+  }
+
+  /** The sessions the daemon knows, oldest first (running, and exited within retention). */
+  async list(options: { signal?: AbortSignal } = {}): Promise<SessionInfo[]> {
+    const body = await this.request(FrameType.LIST, null, FrameType.SESSIONS, options.signal);
+    if (!Array.isArray(body.sessions)) throw new ProtocolError("SESSIONS: no sessions array");
+    return body.sessions.map((s: unknown) => sessionInfo(s as Record<string, unknown>));
+  }
+
+  /** Reads a session's log without waiting (default from its start, at most 1 MiB). */
+  async read(id: string, options: ReadOptions = {}): Promise<ReadResult> {
+    checkId(id);
+    const request: Record<string, unknown> = { id, from: options.from ?? "start" };
+    if (options.maxBytes !== undefined) request.max_bytes = options.maxBytes;
+    const conn = await Connection.open(this.socketPath, options.signal);
+    try {
+      conn.sendJson(FrameType.READ, request);
+      const header = logHeader(await conn.reply(FrameType.LOG, "READ", options.signal));
+      const chunks: Buffer[] = [];
+      let got = 0;
+      while (got < header.length) {
+        const frame = await conn.nextFrame(options.signal);
+        if (!frame) throw new ProtocolError(`LOG: ${got} of ${header.length} bytes before the end`);
+        if (frame.type !== FrameType.OUTPUT) throw new ProtocolError(`LOG: unexpected frame type ${frame.type}`);
+        chunks.push(frame.payload);
+        got += frame.payload.length;
+      }
+      if (got !== header.length) throw new ProtocolError(`LOG: ${got} bytes for a length of ${header.length}`);
+      const { length: _length, ...rest } = header;
+      return { ...rest, data: Buffer.concat(chunks), more: header.offset + header.length < header.end };
+    } finally {
+      conn.close();
+    }
+  }
+
+  /** Waits, on the daemon, for the session's exit, a quiet spell, or a pattern (RE2) in its log. */
+  async wait(id: string, options: WaitOptions = {}): Promise<WaitResult> {
+    checkId(id);
+    const request: Record<string, unknown> = { id, for: options.for ?? "exit" };
+    if (options.timeoutMs !== undefined) request.timeout_ms = options.timeoutMs;
+    if (options.for === "quiet") request.quiet_ms = options.quietMs;
+    if (options.for === "text") {
+      request.pattern = options.pattern;
+      if (options.from !== undefined) request.from = options.from;
+    }
+    return waited(await this.request(FrameType.WAIT, request, FrameType.WAITED, options.signal));
+  }
+
+  /** Stops a session (and waits for its end), or sends a signal to all of its processes. */
+  async kill(id: string, options: KillOptions = {}): Promise<KilledResult> {
+    checkId(id);
+    const request: Record<string, unknown> = { id };
+    if (options.signal !== undefined) request.signal = signalNumber(options.signal);
+    return killed(await this.request(FrameType.KILL, request, FrameType.KILLED, options.abort));
+  }
+
+  /** Writes input to a session without attaching (like tmux send-keys); returns the bytes taken. */
+  async send(id: string, data: string | Uint8Array, options: { signal?: AbortSignal } = {}): Promise<number> {
+    checkId(id);
+    const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data);
+    let total = 0;
+    for (let at = 0; at < bytes.length || at === 0; at += MAX_IO_PAYLOAD) {
+      const piece = bytes.subarray(at, at + MAX_IO_PAYLOAD);
+      if (piece.length === 0) throw new PtyvisorError("send: no bytes to send");
+      const payload = Buffer.concat([Buffer.from(id, "ascii"), piece]);
+      const body = await this.request(FrameType.SEND, payload, FrameType.SENT, options.signal);
+      const sent = body.bytes;
+      if (typeof sent !== "number") throw new ProtocolError("SENT: no bytes member");
+      total += sent;
+    }
+    return total;
+  }
+
+  /** Internal to the package (spawn): a session whose STARTED is still on its way. */
+  openNow(conn: Connection | Promise<Connection>, signal?: AbortSignal): Session {
+    const session = new Session(conn);
+    closeOnAbort(session, signal);
+    return session;
+  }
+
+  /** Connects and sends START with the directory's descriptor (section 5.1). */
+  async connectStart(argv: string[], options: OpenOptions): Promise<Connection> {
+    const payload = startPayload(argv, options);
+    const conn = await Connection.open(this.socketPath, options.signal);
+    try {
+      sendStart(conn, payload, options.cwd ?? process.cwd());
+      return conn;
+    } catch (e) {
+      conn.close();
+      throw e;
+    }
+  }
+
+  private async request(type: number, body: object | Buffer | null, reply: number, signal?: AbortSignal) {
+    const conn = await Connection.open(this.socketPath, signal);
+    try {
+      if (body === null) conn.send(type);
+      else if (Buffer.isBuffer(body)) conn.send(type, body);
+      else conn.sendJson(type, body);
+      const frame = await conn.nextFrame(signal);
+      if (!frame) throw new ProtocolError(`request type ${type}: the daemon closed without a reply`);
+      return expectJson(frame, reply, `request type ${type}`);
+    } finally {
+      conn.close();
+    }
+  }
+}
+
+/** START's JSON without cwd_dev/cwd_ino, which are added once the directory is open. */
+function startPayload(argv: string[], options: OpenOptions): Record<string, unknown> {
+  if (argv.length === 0 || argv[0] === "") throw new PtyvisorError("argv[0] must be a non-empty command");
+  const payload: Record<string, unknown> = {
+    argv,
+    env: envEntries(options.env ?? process.env),
+    term: options.term ?? "xterm-256color",
+    rows: options.rows ?? 24,
+    cols: options.cols ?? 80,
+  };
+  if (options.detach) payload.detach = true;
+  return payload;
+}
+
+/** NAME=VALUE entries; names the protocol refuses (empty, with "=") are left out. */
+function envEntries(env: Record<string, string | undefined> | string[]): string[] {
+  if (Array.isArray(env)) return env;
+  const out: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined || name === "" || name.includes("=") || name.includes("\0") || value.includes("\0")) continue;
+    out.push(`${name}=${value}`);
+  }
+  return out;
+}
+
+/**
+ * Sends START with the directory's descriptor on the first byte (section 5.1). The device
+ * and inode are 64-bit: they are read as bigints and written into the JSON as integers.
+ */
+function sendStart(conn: Connection, payload: Record<string, unknown>, cwd: string): void {
+  const dirFd = fs.openSync(cwd, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+  try {
+    const st = fs.fstatSync(dirFd, { bigint: true });
+    const json = JSON.stringify(payload);
+    const text = `${json.slice(0, -1)},"cwd_dev":${st.dev.toString()},"cwd_ino":${st.ino.toString()}}`;
+    const frame = encodeFrame(FrameType.START, Buffer.from(text, "utf8"));
+    const sent = sendfd().sendWithFd(conn.fd, frame, dirFd);
+    // sent < 0: the daemon already closed (it refused us); its ERROR is read as the reply.
+    if (sent > 0 && sent < frame.length) conn.writeRaw(frame.subarray(sent));
+  } finally {
+    fs.closeSync(dirFd);
+  }
+}
+
+function closeOnAbort(session: Session, signal?: AbortSignal): void {
+  if (!signal) return;
+  if (signal.aborted) return session.close();
+  const onAbort = () => session.close();
+  signal.addEventListener("abort", onAbort, { once: true });
+  session.exited.finally(() => signal.removeEventListener("abort", onAbort)).catch(() => {});
+}

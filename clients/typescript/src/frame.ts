@@ -1,0 +1,213 @@
+// Frames (docs/protocol.md, section 2): an 8-byte header `P` `V` version type length(be32),
+// then the payload. The decoder validates each header in the order of section 2.2 before it
+// buffers any payload, so a hostile length never makes it allocate more than the type's bound.
+import { ProtocolError } from "./errors.js";
+
+export const PROTOCOL_VERSION = 2;
+
+export const FrameType = {
+  START: 1,
+  STARTED: 2,
+  INPUT: 3,
+  OUTPUT: 4,
+  RESIZE: 5,
+  SIGNAL: 6,
+  STOP: 7,
+  EXIT: 8,
+  ERROR: 9,
+  STATUS_REQUEST: 10,
+  STATUS: 11,
+  ATTACH: 12,
+  ATTACHED: 13,
+  DETACH: 14,
+  DETACHED: 15,
+  LIST: 16,
+  SESSIONS: 17,
+  READ: 18,
+  LOG: 19,
+  WAIT: 20,
+  WAITED: 21,
+  KILL: 22,
+  KILLED: 23,
+  SEND: 24,
+  SENT: 25,
+  DROPPED: 26,
+} as const;
+
+export type FrameTypeNumber = (typeof FrameType)[keyof typeof FrameType];
+
+const OUTPUT = FrameType.OUTPUT;
+
+const KIB = 1024;
+/** [min, max] payload length of each type, index = type (section 2.1 and 9.3). */
+const BOUNDS: ReadonlyArray<readonly [number, number]> = [
+  [0, 0], // 0: unused
+  [2, 256 * KIB], // START
+  [2, 4 * KIB], // STARTED
+  [1, 64 * KIB], // INPUT
+  [1, 64 * KIB], // OUTPUT
+  [2, 4 * KIB], // RESIZE
+  [2, 4 * KIB], // SIGNAL
+  [0, 0], // STOP
+  [2, 4 * KIB], // EXIT
+  [2, 4 * KIB], // ERROR
+  [0, 0], // STATUS_REQUEST
+  [2, 256 * KIB], // STATUS
+  [2, 4 * KIB], // ATTACH
+  [2, 256 * KIB], // ATTACHED
+  [0, 0], // DETACH
+  [2, 4 * KIB], // DETACHED
+  [0, 0], // LIST
+  [2, 256 * KIB], // SESSIONS
+  [2, 4 * KIB], // READ
+  [2, 4 * KIB], // LOG
+  [2, 4 * KIB], // WAIT
+  [2, 4 * KIB], // WAITED
+  [2, 4 * KIB], // KILL
+  [2, 4 * KIB], // KILLED
+  [33, 64 * KIB + 32], // SEND
+  [2, 4 * KIB], // SENT
+  [2, 4 * KIB], // DROPPED
+];
+
+/** The largest INPUT payload; longer input is split over several frames. */
+export const MAX_IO_PAYLOAD = 64 * KIB;
+export const HEADER_SIZE = 8;
+
+export interface Frame {
+  type: number;
+  payload: Buffer;
+}
+
+export function encodeFrame(type: number, payload: Uint8Array = new Uint8Array(0)): Buffer {
+  const frame = Buffer.allocUnsafe(HEADER_SIZE + payload.length);
+  frame[0] = 0x50;
+  frame[1] = 0x56;
+  frame[2] = PROTOCOL_VERSION;
+  frame[3] = type;
+  frame.writeUInt32BE(payload.length, 4);
+  frame.set(payload, HEADER_SIZE);
+  return frame;
+}
+
+export function encodeJsonFrame(type: number, body: object): Buffer {
+  return encodeFrame(type, Buffer.from(JSON.stringify(body), "utf8"));
+}
+
+/**
+ * Reassembles frames from a byte stream that may split or join them anywhere. OUTPUT is
+ * streamed: its payload comes out in the pieces the reads brought, without copying (its frame
+ * boundaries carry no meaning, section 2.1), so a 64 KiB frame across two reads costs no copy.
+ * Every other frame comes out whole.
+ */
+export class FrameDecoder {
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  /** Payload bytes still to come of the OUTPUT frame being streamed. */
+  private outputLeft = 0;
+
+  /** Adds bytes; returns the frames (and OUTPUT pieces) now complete. Throws ProtocolError on a bad header. */
+  push(chunk: Buffer): Frame[] {
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    const frames: Frame[] = [];
+    for (;;) {
+      if (this.outputLeft > 0) {
+        if (this.buffered === 0) break;
+        const piece = this.takeUpTo(this.outputLeft);
+        this.outputLeft -= piece.length;
+        frames.push({ type: OUTPUT, payload: piece });
+        continue;
+      }
+      if (this.buffered < HEADER_SIZE) break;
+      const head = this.peek(HEADER_SIZE);
+      const length = validateHeader(head);
+      if (head[3] === OUTPUT) {
+        this.take(HEADER_SIZE);
+        this.outputLeft = length;
+        continue;
+      }
+      if (this.buffered < HEADER_SIZE + length) break;
+      const whole = this.take(HEADER_SIZE + length);
+      frames.push({ type: whole[3], payload: whole.subarray(HEADER_SIZE) });
+    }
+    return frames;
+  }
+
+  /** At most n bytes from the first read held, without copying. */
+  private takeUpTo(n: number): Buffer {
+    const first = this.chunks[0];
+    if (first.length <= n) {
+      this.chunks.shift();
+      this.buffered -= first.length;
+      return first;
+    }
+    this.chunks[0] = first.subarray(n);
+    this.buffered -= n;
+    return first.subarray(0, n);
+  }
+
+  private peek(n: number): Buffer {
+    if (this.chunks[0].length >= n) return this.chunks[0].subarray(0, n);
+    return this.copyOut(n, false);
+  }
+
+  private take(n: number): Buffer {
+    const first = this.chunks[0];
+    this.buffered -= n;
+    if (first.length >= n) {
+      // The common case: the frame lies in one read; no copy.
+      if (first.length === n) this.chunks.shift();
+      else this.chunks[0] = first.subarray(n);
+      return first.subarray(0, n);
+    }
+    return this.copyOut(n, true);
+  }
+
+  /** Copies exactly n bytes that straddle reads (never the whole backlog); consumes them if asked. */
+  private copyOut(n: number, consume: boolean): Buffer {
+    const out = Buffer.allocUnsafe(n);
+    let filled = 0;
+    let index = 0;
+    for (; filled < n; index++) {
+      const chunk = this.chunks[index];
+      const used = Math.min(chunk.length, n - filled);
+      chunk.copy(out, filled, 0, used);
+      filled += used;
+      if (consume && used < chunk.length) {
+        this.chunks[index] = chunk.subarray(used);
+        break;
+      }
+    }
+    // One splice, not a shift per chunk: many tiny reads must not cost quadratic time.
+    if (consume) this.chunks.splice(0, index); // the chunks before `index` were used up
+    return out;
+  }
+}
+
+/** Section 2.2, in its order. Returns the payload length. */
+function validateHeader(head: Buffer): number {
+  if (head[0] !== 0x50 || head[1] !== 0x56) throw new ProtocolError("bad frame: magic is not PV");
+  if (head[2] !== 1 && head[2] !== 2) throw new ProtocolError(`unsupported frame version ${head[2]}`);
+  const type = head[3];
+  if (type < 1 || type >= BOUNDS.length) throw new ProtocolError(`bad frame: unknown type ${type}`);
+  const length = head.readUInt32BE(4);
+  const [min, max] = BOUNDS[type];
+  if (length > max) throw new ProtocolError(`frame type ${type} too big: ${length} > ${max}`);
+  if (length < min) throw new ProtocolError(`bad frame: type ${type} length ${length} < ${min}`);
+  return length;
+}
+
+/** Parses a JSON payload that must be one object. */
+export function parseJsonObject(frame: Frame): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(frame.payload.toString("utf8"));
+  } catch (e) {
+    throw new ProtocolError(`frame type ${frame.type}: payload is not JSON (${(e as Error).message})`);
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new ProtocolError(`frame type ${frame.type}: payload is not a JSON object`);
+  }
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,13 @@
+export { Client } from "./client.js";
+export type { AttachOptions, ClientOptions, KillOptions, OpenOptions, ReadOptions, StartOptions, WaitOptions } from "./client.js";
+export { Session, signalNumber } from "./session.js";
+export type { SessionEvents, SignalTarget } from "./session.js";
+export { spawn, exitEvent } from "./pty.js";
+export type { IDisposable, IEvent, IExitEvent, IPty, IPtyForkOptions, PtyvisorPty } from "./pty.js";
+export { ConnectError, ConnectionLostError, ERROR_CODES, ProtocolError, PtyvisorError, ServerError } from "./errors.js";
+export type { ErrorCode } from "./errors.js";
+export { DEFAULT_SOCKET, resolveSocketPath } from "./connection.js";
+export { shellStatus } from "./types.js";
+export type * from "./types.js";
+export { encodeFrame, FrameDecoder, FrameType, PROTOCOL_VERSION } from "./frame.js";
+export type { Frame } from "./frame.js";

@@ -1,0 +1,48 @@
+#!/bin/bash
+# clients/typescript/test.sh [BUILD_DIR]
+#
+# Builds the npm package (tsc and node-gyp from devDependencies), packs it, installs the
+# tarball with `npm install --offline` into a fresh 0755 directory (proving it needs no network
+# and no compiler at install), and runs the suite there under Node and under Bun, as the test
+# account, against a real daemon (scripts/with-daemon.sh --build BUILD_DIR). Run as root, from
+# any directory. BUILD_DIR defaults to build/default of this repository.
+# With --bench first, runs bench/client_bench.mjs under Node and Bun instead of the suite.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+bench=0
+if [ "${1:-}" = --bench ]; then bench=1; shift; fi
+build="$(cd "${1:-$root/build/default}" && pwd)"
+
+cd "$here"
+if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+npm run build
+rm -f ptyvisor-*.tgz
+tarball="$here/$(npm pack --silent | tail -n1)"
+
+tmp=$(mktemp -d /tmp/ptyvisor-ts-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+chmod 0755 "$tmp"
+cd "$tmp"
+printf '{"name":"ptyvisor-ts-suite","private":true,"type":"module"}\n' > package.json
+npm install --offline --no-audit --no-fund "$tarball"
+# The reference implementation of the compatibility test, and Bun, from the dev install.
+mkdir -p node_modules/@lydell bin
+cp -r "$here/node_modules/@lydell/." node_modules/@lydell/
+install -m 0755 "$(readlink -f "$here/node_modules/.bin/bun")" bin/bun
+cp -r "$here/test" "$here/examples" "$here/bench" .
+chmod -R a+rX "$tmp"
+
+if [ "$bench" = 1 ]; then
+  extra=(--build "$build" --config-extra "$tmp/bench/daemon-extra.toml")
+  "$root/scripts/with-daemon.sh" "${extra[@]}" -- node bench/client_bench.mjs
+  "$root/scripts/with-daemon.sh" "${extra[@]}" -- "$tmp/bin/bun" bench/client_bench.mjs
+  exit 0
+fi
+
+status=0
+echo "== node $(node --version)"
+"$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 test/ || status=1
+echo "== bun $("$tmp/bin/bun" --version)"
+"$root/scripts/with-daemon.sh" --build "$build" -- "$tmp/bin/bun" test ./test/ || status=1
+exit $status

@@ -1,0 +1,45 @@
+#!/bin/bash
+# integrations/opencode/test.sh [BUILD_DIR]
+#
+# Builds and packs the TypeScript client (clients/typescript) and this plugin (which bundles
+# the client), installs the plugin's tarball into a fresh 0755 directory, and runs test/ there
+# under Node and under Bun, as the test account, against a real daemon
+# (scripts/with-daemon.sh --build BUILD_DIR). Run as root, from any directory. BUILD_DIR
+# defaults to build/default of this repository.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="$(cd "${1:-$root/build/default}" && pwd)"
+client="$root/clients/typescript"
+
+cd "$client"
+if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+npm run build
+rm -f ptyvisor-*.tgz
+npm pack --silent >/dev/null
+
+cd "$here"
+npm install --no-audit --no-fund
+# The client just packed, not the one the lock file saw.
+npm install --no-audit --no-fund --no-save "$client/ptyvisor-0.1.0.tgz"
+npm run build
+rm -f ptyvisor-opencode-*.tgz
+tarball="$here/$(npm pack --silent | tail -n1)"
+
+tmp=$(mktemp -d /tmp/ptyvisor-opencode-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+chmod 0755 "$tmp"
+cd "$tmp"
+printf '{"name":"ptyvisor-opencode-suite","private":true,"type":"module"}\n' > package.json
+npm install --prefer-offline --no-audit --no-fund "$tarball"
+mkdir -p bin
+install -m 0755 "$(readlink -f "$client/node_modules/.bin/bun")" bin/bun
+cp -r "$here/test" .
+chmod -R a+rX "$tmp"
+
+status=0
+echo "== node $(node --version)"
+"$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 test/ || status=1
+echo "== bun $("$tmp/bin/bun" --version)"
+"$root/scripts/with-daemon.sh" --build "$build" -- "$tmp/bin/bun" test ./test/ || status=1
+exit $status

@@ -1,0 +1,114 @@
+// A scripted agent drives the plugin's tools directly (no opencode), against the real daemon:
+// a dev server, a request to it, an edit in vim, a failing test with its exit notification,
+// Ctrl-C to the server, and nothing left running.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { createTools } from "ptyvisor-opencode";
+import PtyvisorPlugin from "ptyvisor-opencode";
+
+const notifications = [];
+let notified = null;
+const tools = createTools({
+  notify: async (sessionId, text) => {
+    notifications.push({ sessionId, text });
+    notified?.();
+  },
+});
+const workdir = fs.mkdtempSync(path.join(os.tmpdir(), "ptyvisor-opencode-"));
+const ctx = { sessionID: "ses_scripted_agent", messageID: "msg_1", agent: "build", directory: workdir, worktree: workdir, abort: new AbortController().signal, metadata() {}, ask: async () => {} };
+
+const call = (name, args) => tools[name].execute(args, ctx);
+const idOf = (output) => /ID: (pty_[0-9a-f]{32})/.exec(output)[1];
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+test("the plugin registers the tools of opencode-pty", async () => {
+  const hooks = await PtyvisorPlugin({ client: { session: { promptAsync: async () => {} } } });
+  assert.deepEqual(Object.keys(hooks.tool).sort(), ["pty_kill", "pty_list", "pty_read", "pty_spawn", "pty_wait", "pty_write"]);
+  for (const t of Object.values(hooks.tool)) assert.equal(typeof t.execute, "function");
+  assert.deepEqual(Object.keys(tools.pty_read.args).sort(), ["id", "ignoreCase", "limit", "offset", "pattern"]);
+  assert.deepEqual(Object.keys(tools.pty_spawn.args).sort(), ["args", "command", "description", "env", "notifyOnExit", "title", "workdir"]);
+});
+
+test("a scripted agent: server, curl, vim, a failing test, Ctrl-C, nothing left", async () => {
+  // 1. A dev server, detached; wait for its "Serving HTTP" line.
+  const port = await freePort();
+  const spawned = await call("pty_spawn", { command: "python3", args: ["-u", "-m", "http.server", String(port), "--bind", "127.0.0.1"], description: "HTTP server for the test", title: "http.server" });
+  assert.match(spawned, /<pty_spawned>[\s\S]*Status: running/);
+  const server = idOf(spawned);
+  const serving = await call("pty_wait", { id: server, pattern: "Serving HTTP", timeoutSeconds: 30 });
+  assert.match(serving, /Condition: text \(matched\)/);
+  assert.match(serving, /Serving HTTP on 127\.0\.0\.1 port \d+/);
+
+  // 2. Fetch a page from a second terminal; the server's log shows the request.
+  const curl = idOf(await call("pty_spawn", { command: "curl", args: ["-s", "-o", "/dev/null", "-w", "%{http_code}\\n", `http://127.0.0.1:${port}/`], description: "fetch the index page" }));
+  const fetched = await call("pty_wait", { id: curl, timeoutSeconds: 30 });
+  assert.match(fetched, /Exit: 0/);
+  assert.match(fetched, /\| 200$/m);
+  const requestSeen = await call("pty_wait", { id: server, pattern: '"GET / HTTP/1\\.1" 200', timeoutSeconds: 30 });
+  assert.match(requestSeen, /\(matched\)/);
+  const log = await call("pty_read", { id: server, pattern: "GET /" });
+  assert.match(log, /<pty_output id="pty_[0-9a-f]{32}" status="running" pattern="GET \/">/);
+  assert.match(log, /"GET \/ HTTP\/1\.1" 200/);
+  assert.match(log, /\(1 match from \d+ total lines\)/);
+
+  // 3. Edit a file in vim: type, save, quit; the file holds the text.
+  const file = path.join(workdir, "notes.txt");
+  const vim = idOf(await call("pty_spawn", { command: "vim", args: ["-u", "NONE", "-N", "-n", file], description: "edit notes.txt" }));
+  await call("pty_wait", { id: vim, pattern: "notes\\.txt", timeoutSeconds: 30 });
+  assert.match(await call("pty_write", { id: vim, data: "ihello from the agent\\x1b" }), /^Sent 22 bytes/);
+  await call("pty_write", { id: vim, data: ":wq\\r" });
+  const edited = await call("pty_wait", { id: vim, timeoutSeconds: 30 });
+  assert.match(edited, /Exit: 0/);
+  assert.equal(fs.readFileSync(file, "utf8"), "hello from the agent\n");
+
+  // 4. A failing test command: its exit status, and the notification to the opencode session.
+  const notification = new Promise((resolve) => (notified = resolve));
+  const failing = idOf(await call("pty_spawn", { command: "sh", args: ["-c", "echo 'running 2 tests'; echo 'FAIL test_parse'; exit 3"], description: "run the test suite", notifyOnExit: true }));
+  const failed = await call("pty_wait", { id: failing, timeoutSeconds: 30 });
+  assert.match(failed, /Status: exited/);
+  assert.match(failed, /Exit: 3/);
+  assert.match(await call("pty_read", { id: failing }), /00002\| FAIL test_parse/);
+  await notification;
+  assert.equal(notifications.length, 1);
+  assert.equal(notifications[0].sessionId, "ses_scripted_agent");
+  assert.match(notifications[0].text, /<pty_exited>[\s\S]*Exit Code: 3[\s\S]*Last Line: FAIL test_parse/);
+
+  // 5. Ctrl-C to the server; wait for its exit.
+  await call("pty_write", { id: server, data: "\\x03" });
+  const stopped = await call("pty_wait", { id: server, timeoutSeconds: 30 });
+  assert.match(stopped, /Status: exited/);
+  assert.match(stopped, /Keyboard interrupt received/);
+
+  // 6. Nothing is left running.
+  const list = await call("pty_list", {});
+  assert.match(list, /Total: \d+ session\(s\)/);
+  assert.doesNotMatch(list, /Status: running/);
+  for (const id of [server, curl, vim, failing]) assert.ok(list.includes(`[${id}]`), `${id} listed`);
+});
+
+test("errors an agent can act on", async () => {
+  await assert.rejects(call("pty_read", { id: "pty_" + "0".repeat(32) }), /not found\. Use pty_list/);
+  await assert.rejects(call("pty_write", { id: "nonsense", data: "x" }), /not a PTY session ID/);
+  const done = idOf(await call("pty_spawn", { command: "true", description: "exits at once" }));
+  await call("pty_wait", { id: done, timeoutSeconds: 30 });
+  await assert.rejects(call("pty_write", { id: done, data: "x" }), /session status is 'exited'/);
+  const sleeper = idOf(await call("pty_spawn", { command: "sleep", args: ["60"], description: "runs until killed" }));
+  assert.match(await call("pty_wait", { id: sleeper, timeoutSeconds: 0.2 }), /<pty_wait_timeout>/);
+  const killed = await call("pty_kill", { id: sleeper, cleanup: true });
+  assert.match(killed, /Killed: pty_[0-9a-f]{32} \(session removed\)/);
+  assert.match(await call("pty_list", {}), new RegExp(`\\[${sleeper}\\][\\s\\S]*?Status: killed`));
+});
