@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   systemd dbus util-linux passwd procps     # the test harness boots a private systemd
   asciinema                                 # the recording test reads recordings with asciinema cat
+  vim curl python3                          # what the MCP end-to-end agent drives (integrations/mcp; it also needs node and npm)
 )
 
 missing=()
