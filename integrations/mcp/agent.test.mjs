@@ -143,6 +143,41 @@ test("kill ends a session and reports how", async () => {
   assert.equal(ended.state, "exited");
 });
 
+test("output read in small pieces comes out whole: no sequence or character is cut", async () => {
+  const lines = 1500;
+  const program =
+    "import sys\n" +
+    `for i in range(${lines}): print(f"\\x1b[1;3{i % 8}mline {i} caf\\u00e9 \\u20ac \\U0001F600\\x1b[0m")\n`;
+  const id = await start({ argv: ["python3", "-c", program], env: { PYTHONIOENCODING: "utf-8" } });
+  const w = await tool(client, "terminal_wait", { id, timeout_ms: 20000 });
+  assert.equal(w.exit.code, 0);
+  const expected = Array.from({ length: lines }, (_, i) => `line ${i} caf\u00e9 \u20ac \u{1F600}\n`).join("");
+
+  // Stripped, continuing where each read stopped; 1000 bytes cut lines everywhere.
+  let text = "";
+  let reads = 0;
+  for (let more = true; more; reads++) {
+    const r = await tool(client, "terminal_read", { id, max_bytes: 1000 });
+    assert.equal(r.dropped_bytes, 0);
+    text += r.text;
+    more = r.more;
+  }
+  assert.ok(reads > 40, `${reads} reads`);
+  assert.equal(text, expected);
+
+  // Raw, from explicit offsets: the escape sequences stay, characters are never split.
+  let raw = "";
+  for (let offset = 0, more = true; more; ) {
+    const r = await tool(client, "terminal_read", { id, offset, max_bytes: 777, strip_ansi: false });
+    assert.equal(r.offset, offset);
+    raw += r.text;
+    offset = r.next_offset;
+    more = r.more || r.next_offset < r.end;
+  }
+  assert.doesNotMatch(raw, /\uFFFD/);
+  assert.equal(raw.replace(/\x1b\[[0-9;]*m/g, "").replace(/\r\n/g, "\n"), expected);
+});
+
 test("6. the list shows every session, none left running", async () => {
   const { sessions } = await tool(client, "terminal_list");
   const ids = sessions.map((s) => s.id);
