@@ -1,11 +1,14 @@
 #!/bin/bash
-# integrations/mcp/test.sh [BUILD_DIR]
+# integrations/mcp/test.sh [--bench] [BUILD_DIR]
 #
 # End-to-end tests of `ptyvisor mcp` with the official MCP TypeScript SDK against a real
 # ptyvisord (scripts/with-daemon.sh). Installs the SDK (pinned in package.json) with npm into a
 # fresh temp directory that the unprivileged test account can read, then runs `node --test`
 # there as that account. BUILD_DIR defaults to build/default. Run as root, from anywhere.
+# --bench runs bench.mjs instead: figures of tool-call latency and read throughput.
 set -euo pipefail
+bench=0
+if [ "${1:-}" = --bench ]; then bench=1; shift; fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="$(cd "${1:-$root/build/default}" && pwd)"
@@ -20,4 +23,8 @@ chmod -R a+rX "$work"
 chmod 0755 "$work"
 
 cd "$work"
-"$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 "$work"/*.test.mjs
+if [ "$bench" = 1 ]; then
+  "$root/scripts/with-daemon.sh" --build "$build" -- node "$work/bench.mjs"
+else
+  "$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 "$work"/*.test.mjs
+fi
