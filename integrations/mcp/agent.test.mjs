@@ -1,5 +1,6 @@
 // A scripted agent: each step is one tool call, as a model would make it.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync, chmodSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -114,6 +115,28 @@ test("resize: the program sees the new size", async () => {
   assert.match(text, /^30 100$/m);
   const gone = await toolError(client, "terminal_resize", { id: sh, cols: 90, rows: 20 });
   assert.match(gone, /exited|ended/);
+});
+
+test("resize is refused, saying why, while someone is attached as controller", async () => {
+  const id = await start({ argv: ["cat"] });
+  // A person's `ptyvisor attach`: its output shows the marker once it is attached.
+  const attach = spawn(process.env.PTYVISOR_BIN, ["attach", id], { stdio: ["pipe", "pipe", "inherit"] });
+  const exited = new Promise((resolve) => attach.on("exit", resolve));
+  let seen = "";
+  const attached = new Promise((resolve) =>
+    attach.stdout.on("data", (d) => {
+      seen += d;
+      if (seen.includes("attach-marker")) resolve();
+    }),
+  );
+  await tool(client, "terminal_write", { id, text: "attach-marker", keys: ["Enter"] });
+  await attached;
+  const message = await toolError(client, "terminal_resize", { id, cols: 100, rows: 30 });
+  assert.match(message, /attached to this session as its controller/);
+  attach.kill("SIGTERM");
+  await exited;
+  const ended = await tool(client, "terminal_kill", { id });
+  assert.equal(ended.state, "exited");
 });
 
 test("terminal_screen says plainly that this daemon has no snapshots", async () => {

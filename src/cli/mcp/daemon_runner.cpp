@@ -235,6 +235,11 @@ void DaemonRunner::finish(std::uint64_t key, const ToolResult& result) {
 
 ToolResult DaemonRunner::result_of(Call& call) {
     const auto& s = call.said;
+    if (s.error && s.error->code == protocol::ErrorCode::Busy && std::holds_alternative<ResizeArgs>(call.args))
+        return ToolResult::error(
+            "cannot resize: a client is attached to this session as its controller (someone runs "
+            "`ptyvisor attach` on it), and the terminal's size is that client's; " +
+            error_text(*s.error));
     if (s.error) return ToolResult::error(error_text(*s.error));
     if (s.violation) return ToolResult::error("protocol error from ptyvisord: " + *s.violation);
     if (const auto* a = std::get_if<StartArgs>(&call.args)) {
