@@ -48,7 +48,9 @@ json exit_json(const std::optional<protocol::ExitStatus>& exit) {
             j["core_dumped"] = exit->core_dumped;
             break;
         }
-        case protocol::ExitStatus::Kind::Unknown: j["status"] = "unknown"; break;
+        case protocol::ExitStatus::Kind::Unknown:
+            j["status"] = "unknown";
+            break;
     }
     j["shell_status"] = exit->shell_status();
     j["reason"] = std::string(protocol::to_string(exit->reason));
@@ -66,26 +68,39 @@ struct DaemonRunner::Call {
     client::Connection connection;
     Clock::time_point deadline;
     client::Transcript said;
-    std::uint64_t read_from = 0;        // terminal_read: the offset asked for
+    std::uint64_t read_from = 0;  // terminal_read: the offset asked for
     ParseState read_state = ParseState::Ground;
 
     void record(client::Event& event) {
         std::visit(
             [this](auto& e) {
                 using T = std::decay_t<decltype(e)>;
-                if constexpr (std::is_same_v<T, client::Started>) said.started = std::move(e);
-                else if constexpr (std::is_same_v<T, client::Output>) said.output.append(e.bytes.begin(), e.bytes.end());
-                else if constexpr (std::is_same_v<T, client::Exit>) said.exit = std::move(e.status);
-                else if constexpr (std::is_same_v<T, client::Error>) said.error = std::move(e.reply);
-                else if constexpr (std::is_same_v<T, client::Closed>) said.closed = true;
-                else if constexpr (std::is_same_v<T, client::ProtocolViolation>) said.violation = std::move(e.message);
-                else if constexpr (std::is_same_v<T, client::Attached>) said.attached = std::move(e.reply);
-                else if constexpr (std::is_same_v<T, client::Detached>) said.detached = std::move(e.reply);
-                else if constexpr (std::is_same_v<T, client::Sessions>) said.sessions = std::move(e.sessions);
-                else if constexpr (std::is_same_v<T, client::Log>) said.log = std::move(e.reply);
-                else if constexpr (std::is_same_v<T, client::Waited>) said.waited = std::move(e.reply);
-                else if constexpr (std::is_same_v<T, client::Killed>) said.killed = std::move(e.reply);
-                else if constexpr (std::is_same_v<T, client::Sent>) said.sent = e.reply;
+                if constexpr (std::is_same_v<T, client::Started>)
+                    said.started = std::move(e);
+                else if constexpr (std::is_same_v<T, client::Output>)
+                    said.output.append(e.bytes.begin(), e.bytes.end());
+                else if constexpr (std::is_same_v<T, client::Exit>)
+                    said.exit = std::move(e.status);
+                else if constexpr (std::is_same_v<T, client::Error>)
+                    said.error = std::move(e.reply);
+                else if constexpr (std::is_same_v<T, client::Closed>)
+                    said.closed = true;
+                else if constexpr (std::is_same_v<T, client::ProtocolViolation>)
+                    said.violation = std::move(e.message);
+                else if constexpr (std::is_same_v<T, client::Attached>)
+                    said.attached = std::move(e.reply);
+                else if constexpr (std::is_same_v<T, client::Detached>)
+                    said.detached = std::move(e.reply);
+                else if constexpr (std::is_same_v<T, client::Sessions>)
+                    said.sessions = std::move(e.sessions);
+                else if constexpr (std::is_same_v<T, client::Log>)
+                    said.log = std::move(e.reply);
+                else if constexpr (std::is_same_v<T, client::Waited>)
+                    said.waited = std::move(e.reply);
+                else if constexpr (std::is_same_v<T, client::Killed>)
+                    said.killed = std::move(e.reply);
+                else if constexpr (std::is_same_v<T, client::Sent>)
+                    said.sent = e.reply;
             },
             event);
     }
@@ -125,7 +140,8 @@ void DaemonRunner::start_call(std::uint64_t key, const ToolArgs& args) {
     call->args = args;
     call->deadline = Clock::now() + kReplyTimeout;
     std::string why;
-    if (!call->connection.connect(socket_path_, why)) return complete_(key, ToolResult::error("cannot reach ptyvisord: " + why));
+    if (!call->connection.connect(socket_path_, why))
+        return complete_(key, ToolResult::error("cannot reach ptyvisord: " + why));
     auto& c = call->connection;
     bool queued = true;
     if (const auto* a = std::get_if<StartArgs>(&args)) {
@@ -152,8 +168,7 @@ void DaemonRunner::start_call(std::uint64_t key, const ToolArgs& args) {
         }
         call->read_from = from.offset;
         // The parser's state carries over only when this read begins where the last stopped.
-        if (cursor != cursors_.end() && cursor->second.offset == from.offset)
-            call->read_state = cursor->second.state;
+        if (cursor != cursors_.end() && cursor->second.offset == from.offset) call->read_state = cursor->second.state;
         queued = c.queue_read({r->id, from, r->max_bytes}, why);
     } else if (const auto* wait = std::get_if<WaitArgs>(&args)) {
         call->deadline = Clock::now() + milliseconds(wait->request.timeout_ms) + kWaitMargin;
@@ -190,7 +205,8 @@ int DaemonRunner::poll_timeout_ms() const {
     return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
 }
 
-void DaemonRunner::dispatch(const std::vector<pollfd>& fds, std::size_t first, const std::vector<std::uint64_t>& owners) {
+void DaemonRunner::dispatch(const std::vector<pollfd>& fds, std::size_t first,
+                            const std::vector<std::uint64_t>& owners) {
     for (std::size_t i = 0; i < owners.size(); ++i) {
         const auto it = calls_.find(owners[i]);
         if (it == calls_.end() || fds[first + i].revents == 0) continue;
@@ -254,8 +270,11 @@ ToolResult DaemonRunner::result_of(Call& call) {
     if (std::holds_alternative<WaitArgs>(call.args)) {
         if (!s.waited) return ToolResult::error("connection to ptyvisord lost");
         const auto& w = *s.waited;
-        json j = {{"reason", w.reason},       {"matched", w.matched}, {"offset", w.offset},
-                  {"state", state_name(w.state)}, {"exit", exit_json(w.exit)}};
+        json j = {{"reason", w.reason},
+                  {"matched", w.matched},
+                  {"offset", w.offset},
+                  {"state", state_name(w.state)},
+                  {"exit", exit_json(w.exit)}};
         if (w.reason == "text") {
             j["match_start"] = w.match_start;
             j["match_end"] = w.match_end;
@@ -294,7 +313,8 @@ ToolResult DaemonRunner::result_of(Call& call) {
 ToolResult DaemonRunner::read_result(Call& call) {
     const auto& r = std::get<ReadArgs>(call.args);
     const auto& s = call.said;
-    if (!s.log || s.output.size() != s.log->length) return ToolResult::error("connection to ptyvisord lost while reading");
+    if (!s.log || s.output.size() != s.log->length)
+        return ToolResult::error("connection to ptyvisord lost while reading");
     const auto& log = *s.log;
     const bool more = log.offset + log.length < log.end;
     // Nothing will follow these bytes: hold nothing back.

@@ -28,7 +28,7 @@
 namespace ptyvisor::cli::mcp {
 
 class DaemonRunner final : public ToolRunner {
-public:
+  public:
     using Complete = std::function<void(std::uint64_t call, const ToolResult& result)>;
 
     DaemonRunner(std::string socket_path, Complete complete);
@@ -45,7 +45,7 @@ public:
     // Milliseconds until the nearest deadline (-1: no call in flight), for poll().
     [[nodiscard]] int poll_timeout_ms() const;
 
-private:
+  private:
     struct Call;
     struct Cursor {
         std::uint64_t offset = 0;

@@ -3,10 +3,9 @@
 // reply becomes a tool result. The real daemon is in integrations/mcp/.
 #include "cli/mcp/daemon_runner.h"
 
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -27,7 +26,7 @@ using protocol::FrameType;
 const std::string kId = "0123456789abcdef0123456789abcdef";
 
 class FakeDaemon {
-public:
+  public:
     FakeDaemon() {
         char dir_template[] = "/tmp/ptyvisor-mcp-test.XXXXXX";
         dir_ = ::mkdtemp(dir_template);
@@ -66,14 +65,14 @@ public:
         EXPECT_EQ(::write(connection.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
     }
 
-private:
+  private:
     std::string dir_;
     std::string path_;
     UniqueFd listener_;
 };
 
 class DaemonRunnerTest : public ::testing::Test {
-protected:
+  protected:
     DaemonRunnerTest()
         : runner(daemon.path(), [this](std::uint64_t call, const ToolResult& r) { results.emplace(call, r); }) {}
 
@@ -163,8 +162,8 @@ TEST_F(DaemonRunnerTest, ReadContinuesWhereTheLastReadStoppedAndHoldsBackASplitS
     UniqueFd connection;
     const auto request = daemon.accept_request(connection);
     EXPECT_EQ(request.type, FrameType::Read);
-    const auto asked = protocol::decode_read(std::string_view(reinterpret_cast<const char*>(request.payload.data()),
-                                                              request.payload.size()));
+    const auto asked = protocol::decode_read(
+        std::string_view(reinterpret_cast<const char*>(request.payload.data()), request.payload.size()));
     ASSERT_TRUE(asked) << asked.error;
     EXPECT_EQ(asked.value->from, (protocol::LogPosition{protocol::LogPosition::Kind::Offset, 0}));
     const std::string bytes = "ok\r\n\x1b[3";
@@ -180,8 +179,8 @@ TEST_F(DaemonRunnerTest, ReadContinuesWhereTheLastReadStoppedAndHoldsBackASplitS
 
     runner.start(2, read);
     const auto again = daemon.accept_request(connection);
-    const auto next = protocol::decode_read(std::string_view(reinterpret_cast<const char*>(again.payload.data()),
-                                                             again.payload.size()));
+    const auto next = protocol::decode_read(
+        std::string_view(reinterpret_cast<const char*>(again.payload.data()), again.payload.size()));
     ASSERT_TRUE(next) << next.error;
     EXPECT_EQ(next.value->from, (protocol::LogPosition{protocol::LogPosition::Kind::Offset, 4}));
 }

@@ -24,7 +24,7 @@ constexpr std::size_t kOutputHighWater = 16 * 1024 * 1024;
 
 // Newline-delimited messages from stdin, each bounded by kMaxLineBytes.
 class LineReader {
-public:
+  public:
     explicit LineReader(McpSession& session) : session_(session) {}
 
     void feed(std::string_view bytes) {
@@ -52,7 +52,7 @@ public:
         buffer_.clear();
     }
 
-private:
+  private:
     McpSession& session_;
     std::string buffer_;
     bool skipping_ = false;
@@ -76,7 +76,7 @@ bool write_some(std::string& pending) {
 // stdout's file status flags, put back on return: the descriptor may be shared (a terminal
 // when a person tries the server by hand), and others expect it blocking.
 class StdoutFlags {
-public:
+  public:
     StdoutFlags() : flags_(::fcntl(STDOUT_FILENO, F_GETFL)) {}
     ~StdoutFlags() {
         if (flags_ >= 0) ::fcntl(STDOUT_FILENO, F_SETFL, flags_);
@@ -89,7 +89,7 @@ public:
         return 0;
     }
 
-private:
+  private:
     int flags_;
 };
 
@@ -113,8 +113,9 @@ int mcp_command(const McpOptions& options) {
         pending += '\n';
     };
     McpSession* session_ptr = nullptr;
-    DaemonRunner runner(resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)),
-                        [&session_ptr](std::uint64_t call, const ToolResult& result) { session_ptr->complete(call, result); });
+    DaemonRunner runner(
+        resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)),
+        [&session_ptr](std::uint64_t call, const ToolResult& result) { session_ptr->complete(call, result); });
     McpSession session(runner, send, options.version);
     session_ptr = &session;
     LineReader reader(session);

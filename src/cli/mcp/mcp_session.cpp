@@ -27,8 +27,7 @@ constexpr std::string_view kInstructions =
 }  // namespace
 
 json tool_result_json(const ToolResult& r) {
-    if (r.is_error)
-        return {{"content", json::array({{{"type", "text"}, {"text", r.message}}})}, {"isError", true}};
+    if (r.is_error) return {{"content", json::array({{{"type", "text"}, {"text", r.message}}})}, {"isError", true}};
     return {{"content", json::array({{{"type", "text"}, {"text", dump(r.structured)}}})},
             {"structuredContent", r.structured},
             {"isError", false}};
@@ -58,8 +57,7 @@ void McpSession::line_too_long() {
 }
 
 void McpSession::handle_message(const json& message) {
-    if (message.is_array())
-        return reply_error(nullptr, kInvalidRequest, "Invalid Request: batches are not supported");
+    if (message.is_array()) return reply_error(nullptr, kInvalidRequest, "Invalid Request: batches are not supported");
     if (!message.is_object() || message.value("jsonrpc", json()) != "2.0")
         return reply_error(nullptr, kInvalidRequest, "Invalid Request: not a JSON-RPC 2.0 message");
     const auto method = message.find("method");
@@ -73,7 +71,8 @@ void McpSession::handle_message(const json& message) {
     if (!method->is_string()) return reply_error(nullptr, kInvalidRequest, "Invalid Request: method is not a string");
     const json params = message.value("params", json::object());
     if (id == message.end()) return handle_notification(method->get<std::string>(), params);
-    if (!is_valid_id(*id)) return reply_error(nullptr, kInvalidRequest, "Invalid Request: id must be a string or an integer");
+    if (!is_valid_id(*id))
+        return reply_error(nullptr, kInvalidRequest, "Invalid Request: id must be a string or an integer");
     if (!params.is_object()) return reply_error(*id, kInvalidParams, "Invalid params: params must be an object");
     handle_request(*id, method->get<std::string>(), params);
 }
@@ -128,12 +127,12 @@ void McpSession::call_tool(const json& id, const json& params) {
     ToolArgs args;
     std::string why;
     if (!parse_tool_arguments(name->get<std::string>(), arguments, args, why))
-        return reply(id, tool_result_json(ToolResult::error("Invalid arguments for " + name->get<std::string>() +
-                                                            ": " + why)));
+        return reply(
+            id, tool_result_json(ToolResult::error("Invalid arguments for " + name->get<std::string>() + ": " + why)));
     if (calls_.size() >= kMaxCallsInFlight)
-        return reply(id, tool_result_json(ToolResult::error("Too many tool calls in flight (" +
-                                                            std::to_string(kMaxCallsInFlight) +
-                                                            "): wait for one to finish")));
+        return reply(
+            id, tool_result_json(ToolResult::error("Too many tool calls in flight (" +
+                                                   std::to_string(kMaxCallsInFlight) + "): wait for one to finish")));
     const std::uint64_t call = next_call_++;
     calls_.emplace(call, id);
     runner_.start(call, args);  // may complete() at once

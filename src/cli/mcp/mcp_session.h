@@ -17,8 +17,8 @@
 
 #include <cstddef>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -51,14 +51,14 @@ nlohmann::json tool_result_json(const ToolResult& r);
 // exactly once with McpSession::complete(call, ...), unless McpSession::cancel() reaches it
 // first (then it drops the call and does not answer).
 class ToolRunner {
-public:
+  public:
     virtual ~ToolRunner() = default;
     virtual void start(std::uint64_t call, const ToolArgs& args) = 0;
     virtual void cancel(std::uint64_t call) = 0;
 };
 
 class McpSession {
-public:
+  public:
     using Send = std::function<void(std::string line)>;
 
     McpSession(ToolRunner& runner, Send send, std::string server_version);
@@ -75,7 +75,7 @@ public:
     [[nodiscard]] bool initialized() const { return initialized_; }
     [[nodiscard]] const std::string& protocol_version() const { return version_; }
 
-private:
+  private:
     void handle_message(const nlohmann::json& message);
     void handle_request(const nlohmann::json& id, const std::string& method, const nlohmann::json& params);
     void handle_notification(const std::string& method, const nlohmann::json& params);
@@ -87,7 +87,7 @@ private:
     ToolRunner& runner_;
     Send send_;
     std::string server_version_;
-    std::string version_;      // negotiated, once initialize was answered
+    std::string version_;       // negotiated, once initialize was answered
     bool initialized_ = false;  // initialize answered
     std::uint64_t next_call_ = 1;
     std::map<std::uint64_t, nlohmann::json> calls_;  // call -> the JSON-RPC id to answer

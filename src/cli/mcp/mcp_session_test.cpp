@@ -13,7 +13,7 @@ const std::string kId = "0123456789abcdef0123456789abcdef";
 
 // Records the calls it is given; the test completes them.
 class FakeRunner : public ToolRunner {
-public:
+  public:
     void start(std::uint64_t call, const ToolArgs& args) override { started.emplace_back(call, args); }
     void cancel(std::uint64_t call) override { cancelled.push_back(call); }
     std::vector<std::pair<std::uint64_t, ToolArgs>> started;
@@ -21,8 +21,10 @@ public:
 };
 
 class McpSessionTest : public ::testing::Test {
-protected:
-    McpSessionTest() : session(runner, [this](std::string line) { sent.push_back(json::parse(line)); }, "9.9") {}
+  protected:
+    McpSessionTest()
+        : session(
+              runner, [this](std::string line) { sent.push_back(json::parse(line)); }, "9.9") {}
 
     // Feeds `message` as one line; returns the replies it caused.
     std::vector<json> feed(const json& message) { return feed_line(message.dump()); }
@@ -100,7 +102,8 @@ TEST_F(McpSessionTest, ProtocolErrors) {
 TEST_F(McpSessionTest, NotificationsAreNeverAnswered) {
     initialize();
     EXPECT_TRUE(feed({{"jsonrpc", "2.0"}, {"method", "notifications/whatever"}}).empty());
-    EXPECT_TRUE(feed({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 99}}}}).empty());
+    EXPECT_TRUE(
+        feed({{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 99}}}}).empty());
     EXPECT_TRUE(feed_line("").empty());
 }
 
@@ -132,7 +135,9 @@ TEST_F(McpSessionTest, AToolCallIsAnsweredWhenTheRunnerCompletesIt) {
 
 TEST_F(McpSessionTest, ACancelledCallIsNotAnswered) {
     initialize();
-    feed({{"jsonrpc", "2.0"}, {"id", "abc"}, {"method", "tools/call"},
+    feed({{"jsonrpc", "2.0"},
+          {"id", "abc"},
+          {"method", "tools/call"},
           {"params", {{"name", "terminal_wait"}, {"arguments", {{"id", kId}}}}}});
     ASSERT_EQ(runner.started.size(), 1u);
     EXPECT_TRUE(

@@ -53,8 +53,12 @@ Utf8 classify_utf8(std::string_view bytes, std::size_t at, std::size_t& length) 
 bool take_utf8(std::string_view bytes, std::size_t& at, bool final, std::string& text) {
     std::size_t length = 0;
     switch (classify_utf8(bytes, at, length)) {
-        case Utf8::Complete: text.append(bytes.substr(at, length)); break;
-        case Utf8::Invalid: text.append(kReplacement); break;
+        case Utf8::Complete:
+            text.append(bytes.substr(at, length));
+            break;
+        case Utf8::Invalid:
+            text.append(kReplacement);
+            break;
         case Utf8::Truncated:
             if (!final) return false;
             text.append(kReplacement);
@@ -67,7 +71,7 @@ bool take_utf8(std::string_view bytes, std::size_t& at, bool final, std::string&
 bool is_string_introducer(unsigned char c) { return c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_'; }
 
 class Stripper {
-public:
+  public:
     Stripper(std::string_view bytes, ParseState state, bool final) : bytes_(bytes), state_(state), final_(final) {
         // A sequence begun in an earlier chunk cannot be held back any more.
         if (state_ != ParseState::Ground) sequence_start_ = kNone;
@@ -83,7 +87,7 @@ public:
         return finish_at(bytes_.size(), state_);
     }
 
-private:
+  private:
     static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
     TerminalText finish_at(std::size_t consumed, ParseState state = ParseState::Ground) {
@@ -100,13 +104,19 @@ private:
     bool step() {
         const auto c = static_cast<unsigned char>(bytes_[at_]);
         switch (state_) {
-            case ParseState::Ground: return ground(c);
+            case ParseState::Ground:
+                return ground(c);
             case ParseState::Escape:
-                if (c == '[') state_ = ParseState::Csi;
-                else if (is_string_introducer(c)) state_ = ParseState::String;
-                else if (in(c, 0x20, 0x2F)) state_ = ParseState::EscapeIntermediate;
-                else if (c == kEsc) return begin_escape(), true;  // the first ESC is dropped
-                else state_ = ParseState::Ground;  // a two-byte sequence (ESC 7, ESC =), or junk
+                if (c == '[')
+                    state_ = ParseState::Csi;
+                else if (is_string_introducer(c))
+                    state_ = ParseState::String;
+                else if (in(c, 0x20, 0x2F))
+                    state_ = ParseState::EscapeIntermediate;
+                else if (c == kEsc)
+                    return begin_escape(), true;  // the first ESC is dropped
+                else
+                    state_ = ParseState::Ground;  // a two-byte sequence (ESC 7, ESC =), or junk
                 ++at_;
                 return true;
             case ParseState::EscapeIntermediate:
@@ -126,8 +136,10 @@ private:
                 }
                 return true;
             case ParseState::String:
-                if (c == kBel) state_ = ParseState::Ground;
-                else if (c == kEsc) state_ = ParseState::StringEscape;
+                if (c == kBel)
+                    state_ = ParseState::Ground;
+                else if (c == kEsc)
+                    state_ = ParseState::StringEscape;
                 ++at_;
                 return true;
             case ParseState::StringEscape:

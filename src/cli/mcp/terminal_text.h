@@ -21,16 +21,16 @@ namespace ptyvisor::cli::mcp {
 // Where the parser is between two chunks. Ground: not inside any sequence.
 enum class ParseState {
     Ground,
-    Escape,         // after ESC
+    Escape,              // after ESC
     EscapeIntermediate,  // ESC, then 0x20..0x2F bytes (e.g. ESC ( B)
-    Csi,            // ESC [ and parameters, until a final byte 0x40..0x7E
-    String,         // OSC, DCS, SOS, PM or APC body, until BEL (OSC only) or ESC backslash
-    StringEscape,   // an ESC inside a string: a backslash ends it
+    Csi,                 // ESC [ and parameters, until a final byte 0x40..0x7E
+    String,              // OSC, DCS, SOS, PM or APC body, until BEL or ESC backslash
+    StringEscape,        // an ESC inside a string: a backslash ends it
 };
 
 struct TerminalText {
     std::string text;
-    std::size_t consumed = 0;  // bytes of the chunk that `text` stands for
+    std::size_t consumed = 0;               // bytes of the chunk that `text` stands for
     ParseState state = ParseState::Ground;  // the parser's state at `consumed`
 };
 

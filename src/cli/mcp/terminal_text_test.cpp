@@ -11,11 +11,13 @@ std::string strip_all(std::string_view bytes) { return strip_terminal_output(byt
 
 // Output that has every kind of sequence, and characters of 2, 3 and 4 bytes.
 const std::string kSample =
-    "\x1b[1;31mred\x1b[0m plain\r\n"          // CSI with parameters, CRLF
-    "\x1b]0;window title\x07" "after-osc\n"  // OSC ended by BEL
+    "\x1b[1;31mred\x1b[0m plain\r\n"  // CSI with parameters, CRLF
+    "\x1b]0;window title\x07"
+    "after-osc\n"                                 // OSC ended by BEL
     "\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\\n"  // OSC ended by ST (a hyperlink)
-    "\x1bPq#0;2;0;0;0\x1b\\after-dcs\n"       // DCS
-    "\x1b(B\x1b=\x1b" "7caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n"  // ESC sequences, UTF-8
+    "\x1bPq#0;2;0;0;0\x1b\\after-dcs\n"           // DCS
+    "\x1b(B\x1b=\x1b"
+    "7caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\n"  // ESC sequences, UTF-8
     "\x1b[?25l\x1b[38;5;208mprogress 10%\rprogress 20%\x1b[?25h\n";
 
 const std::string kSampleText =
@@ -33,11 +35,18 @@ TEST(TerminalText, CsiWithParametersAndIntermediates) {
 }
 
 TEST(TerminalText, ControlCharactersOtherThanNewlineAndTabAreDropped) {
-    EXPECT_EQ(strip_all("a\x07" "b\x08" "c\td\x7f" "e\x0f\n"), "abc\tde\n");
+    EXPECT_EQ(strip_all("a\x07"
+                        "b\x08"
+                        "c\td\x7f"
+                        "e\x0f\n"),
+              "abc\tde\n");
 }
 
 TEST(TerminalText, InvalidUtf8BecomesReplacementCharacters) {
-    EXPECT_EQ(strip_all("a\xff" "b\xc3(c\xed\xa0\x80"), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD(c\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(strip_all("a\xff"
+                        "b\xc3(c\xed\xa0\x80"),
+              "a\xEF\xBF\xBD"
+              "b\xEF\xBF\xBD(c\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST(TerminalText, AMalformedSequenceDoesNotSwallowTheText) {
@@ -50,8 +59,7 @@ TEST(TerminalText, ASplitAtEveryCutPointGivesTheSameText) {
     for (std::size_t cut = 0; cut <= kSample.size(); ++cut) {
         const auto first = strip_terminal_output(std::string_view(kSample).substr(0, cut), ParseState::Ground, false);
         ASSERT_LE(first.consumed, cut);
-        const auto second =
-            strip_terminal_output(std::string_view(kSample).substr(first.consumed), first.state, true);
+        const auto second = strip_terminal_output(std::string_view(kSample).substr(first.consumed), first.state, true);
         EXPECT_EQ(first.text + second.text, kSampleText) << "cut at " << cut;
     }
 }

@@ -26,9 +26,7 @@ json exit_property() {
              "{status: \"signaled\", signal}, and the reason it ended."}};
 }
 
-json state_property() {
-    return {{"type", "string"}, {"enum", {"starting", "running", "exited"}}};
-}
+json state_property() { return {{"type", "string"}, {"enum", {"starting", "running", "exited"}}}; }
 
 json object_schema(json properties, json required) {
     return {{"type", "object"},
@@ -89,25 +87,26 @@ json start_tool() {
 }
 
 json write_tool() {
-    return {{"name", "terminal_write"},
-            {"title", "Type into a terminal"},
-            {"description",
-             "Type text and/or keys into a session's terminal, as a person at the keyboard would. "
-             "`text` is sent as it is (no newline is added: add the key Enter to submit a line); "
-             "`keys` are named keys sent after the text, in order: Enter, Tab, Escape, Space, "
-             "BSpace, Up, Down, Left, Right, Home, End, PageUp, PageDown, Delete, Insert, F1..F12, "
-             "C-c (control-c: interrupt), C-d (end of input), C-z, M-x (alt-x), or a single "
-             "character. Returns the number of bytes written. The output this causes comes later: "
-             "follow with terminal_wait and terminal_read."},
-            {"inputSchema",
-             object_schema({{"id", id_property()},
-                            {"text", {{"type", "string"}, {"description", "Text to type, sent literally."}}},
-                            {"keys",
-                             {{"type", "array"},
-                              {"items", {{"type", "string"}}},
-                              {"description", "Key names to press after the text, e.g. [\"Enter\"] or [\"C-c\"]."}}}},
-                           {"id"})},
-            {"outputSchema", output_schema({{"id", id_property()}, {"bytes", {{"type", "integer"}}}}, {"id", "bytes"})}};
+    return {
+        {"name", "terminal_write"},
+        {"title", "Type into a terminal"},
+        {"description",
+         "Type text and/or keys into a session's terminal, as a person at the keyboard would. "
+         "`text` is sent as it is (no newline is added: add the key Enter to submit a line); "
+         "`keys` are named keys sent after the text, in order: Enter, Tab, Escape, Space, "
+         "BSpace, Up, Down, Left, Right, Home, End, PageUp, PageDown, Delete, Insert, F1..F12, "
+         "C-c (control-c: interrupt), C-d (end of input), C-z, M-x (alt-x), or a single "
+         "character. Returns the number of bytes written. The output this causes comes later: "
+         "follow with terminal_wait and terminal_read."},
+        {"inputSchema",
+         object_schema({{"id", id_property()},
+                        {"text", {{"type", "string"}, {"description", "Text to type, sent literally."}}},
+                        {"keys",
+                         {{"type", "array"},
+                          {"items", {{"type", "string"}}},
+                          {"description", "Key names to press after the text, e.g. [\"Enter\"] or [\"C-c\"]."}}}},
+                       {"id"})},
+        {"outputSchema", output_schema({{"id", id_property()}, {"bytes", {{"type", "integer"}}}}, {"id", "bytes"})}};
 }
 
 json read_tool() {
@@ -135,8 +134,7 @@ json read_tool() {
                     {"minimum", 1},
                     {"maximum", kMaxReadBytes},
                     {"description", "Most bytes of output to read (default 16384, at most 65536)."}}},
-                  {"strip_ansi",
-                   {{"type", "boolean"}, {"description", "Remove escape sequences (default true)."}}}},
+                  {"strip_ansi", {{"type", "boolean"}, {"description", "Remove escape sequences (default true)."}}}},
                  {"id"})},
             {"outputSchema",
              output_schema({{"id", id_property()},
@@ -163,47 +161,47 @@ json screen_tool() {
 }
 
 json wait_tool() {
-    return {{"name", "terminal_wait"},
-            {"title", "Wait for a terminal"},
-            {"description",
-             "Wait until a session exits, prints text matching a regular expression, or goes quiet "
-             "(prints nothing for quiet_ms milliseconds: a sign it waits for input), or until "
-             "timeout_ms passes. Use it instead of sleeping: after terminal_start, wait for the "
-             "line that says a server is ready; after terminal_write, wait for the prompt or for "
-             "quiet. `pattern` is an RE2 regular expression searched in the raw output (escape "
-             "sequences included) from `from` (default: the start of the output; give the "
-             "next_offset of your last terminal_read to match only newer output). Returns reason "
-             "(\"exit\", \"text\", \"quiet\", \"timeout\", or \"exited\": the session ended first), "
-             "offset (the output's end then), match_start/match_end for text, state and exit."},
-            {"inputSchema",
-             object_schema(
-                 {{"id", id_property()},
-                  {"for",
-                   {{"type", "string"},
-                    {"enum", {"exit", "text", "quiet"}},
-                    {"description", "What to wait for (default: text when pattern is given, quiet when "
-                                    "quiet_ms is, else exit)."}}},
-                  {"pattern", {{"type", "string"}, {"description", "RE2 regular expression, for text."}}},
-                  {"quiet_ms",
-                   {{"type", "integer"}, {"minimum", 1}, {"maximum", kMaxWaitMs}, {"description", "For quiet."}}},
-                  {"from",
-                   {{"type", {"integer", "string"}},
-                    {"description", "For text: \"start\" (default), \"tail\" (only new output) or an offset."}}},
-                  {"timeout_ms",
-                   {{"type", "integer"},
-                    {"minimum", 1},
-                    {"maximum", kMaxWaitMs},
-                    {"description", "Give up after this long (default 30000, at most 600000)."}}}},
-                 {"id"})},
-            {"outputSchema",
-             output_schema({{"reason", {{"type", "string"}}},
-                            {"matched", {{"type", "boolean"}}},
-                            {"offset", {{"type", "integer"}}},
-                            {"match_start", {{"type", "integer"}}},
-                            {"match_end", {{"type", "integer"}}},
-                            {"state", state_property()},
-                            {"exit", exit_property()}},
-                           {"reason", "matched", "offset", "state"})}};
+    return {
+        {"name", "terminal_wait"},
+        {"title", "Wait for a terminal"},
+        {"description",
+         "Wait until a session exits, prints text matching a regular expression, or goes quiet "
+         "(prints nothing for quiet_ms milliseconds: a sign it waits for input), or until "
+         "timeout_ms passes. Use it instead of sleeping: after terminal_start, wait for the "
+         "line that says a server is ready; after terminal_write, wait for the prompt or for "
+         "quiet. `pattern` is an RE2 regular expression searched in the raw output (escape "
+         "sequences included) from `from` (default: the start of the output; give the "
+         "next_offset of your last terminal_read to match only newer output). Returns reason "
+         "(\"exit\", \"text\", \"quiet\", \"timeout\", or \"exited\": the session ended first), "
+         "offset (the output's end then), match_start/match_end for text, state and exit."},
+        {"inputSchema",
+         object_schema({{"id", id_property()},
+                        {"for",
+                         {{"type", "string"},
+                          {"enum", {"exit", "text", "quiet"}},
+                          {"description",
+                           "What to wait for (default: text when pattern is given, quiet when "
+                           "quiet_ms is, else exit)."}}},
+                        {"pattern", {{"type", "string"}, {"description", "RE2 regular expression, for text."}}},
+                        {"quiet_ms",
+                         {{"type", "integer"}, {"minimum", 1}, {"maximum", kMaxWaitMs}, {"description", "For quiet."}}},
+                        {"from",
+                         {{"type", {"integer", "string"}},
+                          {"description", "For text: \"start\" (default), \"tail\" (only new output) or an offset."}}},
+                        {"timeout_ms",
+                         {{"type", "integer"},
+                          {"minimum", 1},
+                          {"maximum", kMaxWaitMs},
+                          {"description", "Give up after this long (default 30000, at most 600000)."}}}},
+                       {"id"})},
+        {"outputSchema", output_schema({{"reason", {{"type", "string"}}},
+                                        {"matched", {{"type", "boolean"}}},
+                                        {"offset", {{"type", "integer"}}},
+                                        {"match_start", {{"type", "integer"}}},
+                                        {"match_end", {{"type", "integer"}}},
+                                        {"state", state_property()},
+                                        {"exit", exit_property()}},
+                                       {"reason", "matched", "offset", "state"})}};
 }
 
 json list_tool() {
@@ -224,26 +222,25 @@ json list_tool() {
              "offset (bytes of output so far), attached clients and creation time (Unix seconds). "
              "Use it to find a session's id again or to check that nothing is left running."},
             {"inputSchema", object_schema(json::object(), json::array())},
-            {"outputSchema",
-             output_schema({{"sessions", {{"type", "array"}, {"items", session}}}}, {"sessions"})}};
+            {"outputSchema", output_schema({{"sessions", {{"type", "array"}, {"items", session}}}}, {"sessions"})}};
 }
 
 json kill_tool() {
-    return {{"name", "terminal_kill"},
-            {"title", "End a terminal's command"},
-            {"description",
-             "End a session: without `signal`, stop it as closing its terminal would (hangup, then "
-             "SIGKILL for what remains) and return once it has exited, with its exit status. With "
-             "`signal` (a name such as \"INT\", \"TERM\", \"KILL\", or a number), send that signal to "
-             "every process of the session and return at once. To interrupt the way a person "
-             "would, terminal_write the key C-c instead."},
-            {"inputSchema",
-             object_schema({{"id", id_property()},
-                            {"signal", {{"type", {"string", "integer"}}, {"description", "Signal name or number."}}}},
-                           {"id"})},
-            {"outputSchema",
-             output_schema({{"id", id_property()}, {"state", state_property()}, {"exit", exit_property()}},
-                           {"id", "state"})}};
+    return {
+        {"name", "terminal_kill"},
+        {"title", "End a terminal's command"},
+        {"description",
+         "End a session: without `signal`, stop it as closing its terminal would (hangup, then "
+         "SIGKILL for what remains) and return once it has exited, with its exit status. With "
+         "`signal` (a name such as \"INT\", \"TERM\", \"KILL\", or a number), send that signal to "
+         "every process of the session and return at once. To interrupt the way a person "
+         "would, terminal_write the key C-c instead."},
+        {"inputSchema",
+         object_schema({{"id", id_property()},
+                        {"signal", {{"type", {"string", "integer"}}, {"description", "Signal name or number."}}}},
+                       {"id"})},
+        {"outputSchema", output_schema({{"id", id_property()}, {"state", state_property()}, {"exit", exit_property()}},
+                                       {"id", "state"})}};
 }
 
 json resize_tool() {
@@ -391,7 +388,8 @@ bool parse_read(const json& args, ReadArgs& out, std::string& why) {
         return false;
     std::optional<std::uint64_t> max_bytes;
     if (!get_uint(args, "offset", 0, std::numeric_limits<std::int64_t>::max(), out.offset, why) ||
-        !get_uint(args, "max_bytes", 1, kMaxReadBytes, max_bytes, why) || !get_bool(args, "strip_ansi", out.strip_ansi, why))
+        !get_uint(args, "max_bytes", 1, kMaxReadBytes, max_bytes, why) ||
+        !get_bool(args, "strip_ansi", out.strip_ansi, why))
         return false;
     out.max_bytes = max_bytes.value_or(kDefaultReadBytes);
     return true;
@@ -410,7 +408,8 @@ bool parse_position(const json& value, protocol::LogPosition& out, std::string& 
 bool parse_wait(const json& args, WaitArgs& out, std::string& why) {
     using For = protocol::WaitRequest::For;
     auto& r = out.request;
-    if (!only_members(args, {"id", "for", "pattern", "quiet_ms", "from", "timeout_ms"}, why) || !get_id(args, r.id, why))
+    if (!only_members(args, {"id", "for", "pattern", "quiet_ms", "from", "timeout_ms"}, why) ||
+        !get_id(args, r.id, why))
         return false;
     std::optional<std::string> what, pattern;
     std::optional<std::uint64_t> quiet_ms, timeout_ms;
@@ -476,7 +475,7 @@ json tool_definitions() {
 }
 
 bool is_known_tool(std::string_view name) {
-    static constexpr std::array kNames{"terminal_start", "terminal_write", "terminal_read",  "terminal_screen",
+    static constexpr std::array kNames{"terminal_start", "terminal_write", "terminal_read", "terminal_screen",
                                        "terminal_wait",  "terminal_list",  "terminal_kill", "terminal_resize"};
     for (const std::string_view n : kNames)
         if (n == name) return true;

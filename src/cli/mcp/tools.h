@@ -29,10 +29,10 @@ inline constexpr std::uint64_t kMaxWaitMs = 10 * 60'000;
 inline constexpr std::size_t kMaxWriteBytes = 64 * 1024;
 
 struct StartArgs {
-    std::vector<std::string> argv;           // `command` becomes /bin/sh -c COMMAND
-    std::optional<std::string> cwd;          // default: the server's working directory
-    std::vector<std::string> env_settings;   // NAME=VALUE, over the server's environment
-    std::string term = "xterm-256color";     // env's TERM when given
+    std::vector<std::string> argv;          // `command` becomes /bin/sh -c COMMAND
+    std::optional<std::string> cwd;         // default: the server's working directory
+    std::vector<std::string> env_settings;  // NAME=VALUE, over the server's environment
+    std::string term = "xterm-256color";    // env's TERM when given
     protocol::WindowSize size;
 };
 struct WriteArgs {

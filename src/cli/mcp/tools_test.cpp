@@ -136,7 +136,8 @@ TEST(McpTools, WaitRefusesContradictions) {
               "waiting for text needs a non-empty 'pattern'");
     EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"for", "exit"}, {"pattern", "x"}}),
               "'pattern' applies to waiting for text only");
-    EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"for", "nap"}}), "'for' must be \"exit\", \"text\" or \"quiet\"");
+    EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"for", "nap"}}),
+              "'for' must be \"exit\", \"text\" or \"quiet\"");
     EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"timeout_ms", kMaxWaitMs + 1}}),
               "'timeout_ms' must be an integer from 1 to 600000");
     EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"pattern", std::string(2000, 'a')}}),
