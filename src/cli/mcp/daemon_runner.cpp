@@ -205,6 +205,12 @@ int DaemonRunner::poll_timeout_ms() const {
     return static_cast<int>(std::clamp<long long>(left, 0, 60'000));
 }
 
+void DaemonRunner::limit_deadlines(milliseconds grace) {
+    closing_ = true;
+    const auto latest = Clock::now() + grace;
+    for (auto& [key, call] : calls_) call->deadline = std::min(call->deadline, latest);
+}
+
 void DaemonRunner::dispatch(const std::vector<pollfd>& fds, std::size_t first,
                             const std::vector<std::uint64_t>& owners) {
     for (std::size_t i = 0; i < owners.size(); ++i) {
@@ -220,7 +226,9 @@ void DaemonRunner::dispatch(const std::vector<pollfd>& fds, std::size_t first,
     std::vector<std::uint64_t> expired;
     for (const auto& [key, call] : calls_)
         if (now >= call->deadline) expired.push_back(key);
-    for (const auto key : expired) finish(key, ToolResult::error("ptyvisord did not answer in time"));
+    for (const auto key : expired)
+        finish(key, ToolResult::error(closing_ ? "abandoned: the MCP client closed its input"
+                                               : "ptyvisord did not answer in time"));
 }
 
 void DaemonRunner::service(Call& call, short revents) {

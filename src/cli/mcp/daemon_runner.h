@@ -44,6 +44,9 @@ class DaemonRunner final : public ToolRunner {
     void dispatch(const std::vector<pollfd>& fds, std::size_t first, const std::vector<std::uint64_t>& owners);
     // Milliseconds until the nearest deadline (-1: no call in flight), for poll().
     [[nodiscard]] int poll_timeout_ms() const;
+    // Brings every deadline to within `grace` from now: the client has closed stdin (it is
+    // shutting down), and a long terminal_wait must not keep the server alive for minutes.
+    void limit_deadlines(std::chrono::milliseconds grace);
 
   private:
     struct Call;
@@ -65,6 +68,7 @@ class DaemonRunner final : public ToolRunner {
     std::map<std::uint64_t, std::unique_ptr<Call>> calls_;
     std::map<std::string, Cursor> cursors_;
     std::uint64_t cursor_clock_ = 0;
+    bool closing_ = false;  // limit_deadlines() was called
 };
 
 // The handler of terminal_screen: an error until the daemon offers screen snapshots.

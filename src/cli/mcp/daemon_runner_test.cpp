@@ -155,6 +155,19 @@ TEST_F(DaemonRunnerTest, ACancelledCallIsNeverAnswered) {
     EXPECT_TRUE(results.empty());
 }
 
+TEST_F(DaemonRunnerTest, WhenTheClientClosesALongWaitIsAbandonedWithinTheGrace) {
+    WaitArgs wait;
+    wait.request.id = kId;
+    wait.request.timeout_ms = 600'000;
+    runner.start(1, wait);
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Wait);
+    runner.limit_deadlines(std::chrono::milliseconds(0));
+    const auto r = result_of(1);
+    EXPECT_TRUE(r.is_error);
+    EXPECT_EQ(r.message, "abandoned: the MCP client closed its input");
+}
+
 TEST_F(DaemonRunnerTest, ReadContinuesWhereTheLastReadStoppedAndHoldsBackASplitSequence) {
     ReadArgs read;
     read.id = kId;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 
@@ -21,6 +22,9 @@ namespace {
 constexpr std::size_t kReadChunk = 64 * 1024;
 // Replies waiting for the client beyond this: stop reading requests until it catches up.
 constexpr std::size_t kOutputHighWater = 16 * 1024 * 1024;
+// Once stdin has closed, how long the calls in flight may still take (a KILL that waits for
+// the session's end needs up to the daemon's 15 s cleanup bound).
+constexpr std::chrono::milliseconds kShutdownGrace{20'000};
 
 // Newline-delimited messages from stdin, each bounded by kMaxLineBytes.
 class LineReader {
@@ -144,6 +148,7 @@ int mcp_command(const McpOptions& options) {
             } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
                 reader.finish();
                 input_open = false;
+                runner.limit_deadlines(kShutdownGrace);
             }
         }
         runner.dispatch(fds, 2, owners);
