@@ -2,6 +2,7 @@
 // subcommands; see run_command.h, status_command.h and session_commands.h.
 #include <CLI/CLI.hpp>
 
+#include "cli/mcp/mcp_command.h"
 #include "cli/relay.h"
 #include "cli/run_command.h"
 #include "cli/session_commands.h"
@@ -107,6 +108,11 @@ int main(int argc, char** argv) {
                          "signal every process of the session (TERM, SIGINT, KILL, 9, ...) instead of ending it");
     add_id(*kill_cmd, kill.id);
 
+    ptyvisor::cli::mcp::McpOptions mcp{{}, PTYVISOR_VERSION};
+    auto* mcp_cmd = app.add_subcommand(
+        "mcp", "Serve MCP on stdin/stdout: tools for an AI agent to run and drive terminal sessions");
+    add_socket_option(*mcp_cmd, mcp.socket);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -120,5 +126,6 @@ int main(int argc, char** argv) {
     if (*send_cmd) return ptyvisor::cli::send_command(send);
     if (*wait_cmd) return ptyvisor::cli::wait_command(wait);
     if (*kill_cmd) return ptyvisor::cli::kill_command(kill);
+    if (*mcp_cmd) return ptyvisor::cli::mcp::mcp_command(mcp);
     return ptyvisor::cli::status_command(status);
 }

@@ -1,0 +1,210 @@
+// A scripted agent: each step is one tool call, as a model would make it.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync, chmodSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { connect, readAll, tool, toolError } from "./mcp-client.mjs";
+
+let client;
+const dir = mkdtempSync(path.join(tmpdir(), "ptyvisor-mcp-agent-"));
+chmodSync(dir, 0o755);
+writeFileSync(path.join(dir, "hello.txt"), "hello over http\n");
+const started = [];
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function start(args) {
+  const r = await tool(client, "terminal_start", { cwd: dir, ...args });
+  assert.match(r.id, /^[0-9a-f]{32}$/);
+  started.push(r.id);
+  return r.id;
+}
+
+before(async () => {
+  client = await connect();
+});
+
+after(async () => {
+  await client?.close();
+});
+
+let server;
+let port;
+
+test("1. a dev server starts detached and says it serves", async () => {
+  port = await freePort();
+  server = await start({ command: `exec python3 -m http.server ${port} --bind 127.0.0.1` });
+  const w = await tool(client, "terminal_wait", { id: server, pattern: "Serving HTTP", timeout_ms: 20000 });
+  assert.equal(w.reason, "text");
+  assert.equal(w.matched, true);
+  assert.equal(w.state, "running");
+  const { text } = await readAll(client, server);
+  assert.match(text, /Serving HTTP on 127\.0\.0\.1 port \d+/);
+});
+
+test("2. curl in a second terminal; the server's log shows the request", async () => {
+  const curl = await start({ argv: ["curl", "-sS", `http://127.0.0.1:${port}/hello.txt`] });
+  const w = await tool(client, "terminal_wait", { id: curl, timeout_ms: 20000 });
+  assert.equal(w.reason, "exit");
+  assert.equal(w.exit.code, 0);
+  const { text, last } = await readAll(client, curl);
+  assert.match(text, /hello over http/);
+  assert.equal(last.state, "exited");
+
+  // Only what came since the last read: the request's line, not "Serving HTTP" again.
+  await tool(client, "terminal_wait", { id: server, pattern: "GET /hello.txt", timeout_ms: 20000 });
+  const log = await readAll(client, server);
+  assert.match(log.text, /"GET \/hello\.txt HTTP\/1\.1" 200/);
+  assert.doesNotMatch(log.text, /Serving HTTP/);
+  assert.doesNotMatch(log.text, /\x1b/, "escape sequences are stripped");
+});
+
+test("3. vim: open a file, type, save; cat shows it", async () => {
+  const file = path.join(dir, "notes.txt");
+  const vim = await start({ argv: ["vim", "-n", "-u", "NONE", "-i", "NONE", "notes.txt"], cols: 80, rows: 24 });
+  // vim is ready once it has drawn its screen and gone quiet.
+  await tool(client, "terminal_wait", { id: vim, pattern: "notes\\.txt", timeout_ms: 20000 });
+  await tool(client, "terminal_wait", { id: vim, quiet_ms: 300, timeout_ms: 20000 });
+  await tool(client, "terminal_write", { id: vim, text: "iwritten by an agent through MCP", keys: ["Escape"] });
+  const typed = await tool(client, "terminal_write", { id: vim, text: ":wq", keys: ["Enter"] });
+  assert.equal(typed.bytes, 4);
+  const w = await tool(client, "terminal_wait", { id: vim, timeout_ms: 20000 });
+  assert.equal(w.reason, "exit");
+  assert.equal(w.exit.code, 0);
+  assert.equal(readFileSync(file, "utf8"), "written by an agent through MCP\n");
+
+  const cat = await start({ argv: ["cat", "notes.txt"] });
+  await tool(client, "terminal_wait", { id: cat, timeout_ms: 20000 });
+  const { text } = await readAll(client, cat);
+  assert.equal(text, "written by an agent through MCP\n");
+});
+
+test("4. a failing test command: its output and exit status", async () => {
+  const t = await start({ command: "echo 'FAIL: test_addition (expected 4, got 5)'; exit 3" });
+  const w = await tool(client, "terminal_wait", { id: t, timeout_ms: 20000 });
+  assert.equal(w.reason, "exit");
+  assert.equal(w.state, "exited");
+  assert.equal(w.exit.status, "exited");
+  assert.equal(w.exit.code, 3);
+  const { text, last } = await readAll(client, t);
+  assert.equal(text, "FAIL: test_addition (expected 4, got 5)\n");
+  assert.equal(last.exit.code, 3);
+  assert.equal(last.more, false);
+  assert.equal(last.next_offset, last.end);
+});
+
+test("resize: the program sees the new size", async () => {
+  const sh = await start({ command: "read line; stty size", cols: 80, rows: 24 });
+  const r = await tool(client, "terminal_resize", { id: sh, cols: 100, rows: 30 });
+  assert.deepEqual(r, { id: sh, cols: 100, rows: 30 });
+  await tool(client, "terminal_write", { id: sh, keys: ["Enter"] });
+  await tool(client, "terminal_wait", { id: sh, timeout_ms: 20000 });
+  const { text } = await readAll(client, sh);
+  assert.match(text, /^30 100$/m);
+  const gone = await toolError(client, "terminal_resize", { id: sh, cols: 90, rows: 20 });
+  assert.match(gone, /exited|ended/);
+});
+
+test("resize is refused, saying why, while someone is attached as controller", async () => {
+  const id = await start({ argv: ["cat"] });
+  // A person's `ptyvisor attach`: its output shows the marker once it is attached.
+  const attach = spawn(process.env.PTYVISOR_BIN, ["attach", id], { stdio: ["pipe", "pipe", "inherit"] });
+  const exited = new Promise((resolve) => attach.on("exit", resolve));
+  let seen = "";
+  const attached = new Promise((resolve) =>
+    attach.stdout.on("data", (d) => {
+      seen += d;
+      if (seen.includes("attach-marker")) resolve();
+    }),
+  );
+  await tool(client, "terminal_write", { id, text: "attach-marker", keys: ["Enter"] });
+  await attached;
+  const message = await toolError(client, "terminal_resize", { id, cols: 100, rows: 30 });
+  assert.match(message, /attached to this session as its controller/);
+  attach.kill("SIGTERM");
+  await exited;
+  const ended = await tool(client, "terminal_kill", { id });
+  assert.equal(ended.state, "exited");
+});
+
+test("terminal_screen says plainly that this daemon has no snapshots", async () => {
+  const message = await toolError(client, "terminal_screen", { id: server });
+  assert.match(message, /does not offer screen snapshots/);
+});
+
+test("5. C-c stops the server; it exits", async () => {
+  const sent = await tool(client, "terminal_write", { id: server, keys: ["C-c"] });
+  assert.equal(sent.bytes, 1);
+  const w = await tool(client, "terminal_wait", { id: server, timeout_ms: 20000 });
+  assert.equal(w.reason, "exit");
+  assert.equal(w.state, "exited");
+  const { text } = await readAll(client, server);
+  assert.match(text, /Keyboard interrupt received/);
+});
+
+test("kill ends a session and reports how", async () => {
+  const sleeper = await start({ argv: ["sleep", "600"] });
+  const k = await tool(client, "terminal_kill", { id: sleeper, signal: "TERM" });
+  assert.equal(k.id, sleeper);
+  const w = await tool(client, "terminal_wait", { id: sleeper, timeout_ms: 20000 });
+  assert.equal(w.exit.status, "signaled");
+  assert.equal(w.exit.signal, 15);
+  const other = await start({ argv: ["sleep", "600"] });
+  const ended = await tool(client, "terminal_kill", { id: other });
+  assert.equal(ended.state, "exited");
+});
+
+test("output read in small pieces comes out whole: no sequence or character is cut", async () => {
+  const lines = 1500;
+  const program =
+    "import sys\n" +
+    `for i in range(${lines}): print(f"\\x1b[1;3{i % 8}mline {i} caf\\u00e9 \\u20ac \\U0001F600\\x1b[0m")\n`;
+  const id = await start({ argv: ["python3", "-c", program], env: { PYTHONIOENCODING: "utf-8" } });
+  const w = await tool(client, "terminal_wait", { id, timeout_ms: 20000 });
+  assert.equal(w.exit.code, 0);
+  const expected = Array.from({ length: lines }, (_, i) => `line ${i} caf\u00e9 \u20ac \u{1F600}\n`).join("");
+
+  // Stripped, continuing where each read stopped; 1000 bytes cut lines everywhere.
+  let text = "";
+  let reads = 0;
+  for (let more = true; more; reads++) {
+    const r = await tool(client, "terminal_read", { id, max_bytes: 1000 });
+    assert.equal(r.dropped_bytes, 0);
+    text += r.text;
+    more = r.more;
+  }
+  assert.ok(reads > 40, `${reads} reads`);
+  assert.equal(text, expected);
+
+  // Raw, from explicit offsets: the escape sequences stay, characters are never split.
+  let raw = "";
+  for (let offset = 0, more = true; more; ) {
+    const r = await tool(client, "terminal_read", { id, offset, max_bytes: 777, strip_ansi: false });
+    assert.equal(r.offset, offset);
+    raw += r.text;
+    offset = r.next_offset;
+    more = r.more || r.next_offset < r.end;
+  }
+  assert.doesNotMatch(raw, /\uFFFD/);
+  assert.equal(raw.replace(/\x1b\[[0-9;]*m/g, "").replace(/\r\n/g, "\n"), expected);
+});
+
+test("6. the list shows every session, none left running", async () => {
+  const { sessions } = await tool(client, "terminal_list");
+  const ids = sessions.map((s) => s.id);
+  for (const id of started) assert.ok(ids.includes(id), `${id} is listed`);
+  const running = sessions.filter((s) => s.state !== "exited");
+  assert.deepEqual(running, []);
+});

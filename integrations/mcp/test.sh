@@ -1,0 +1,30 @@
+#!/bin/bash
+# integrations/mcp/test.sh [--bench] [BUILD_DIR]
+#
+# End-to-end tests of `ptyvisor mcp` with the official MCP TypeScript SDK against a real
+# ptyvisord (scripts/with-daemon.sh). Installs the SDK (pinned in package.json) with npm into a
+# fresh temp directory that the unprivileged test account can read, then runs `node --test`
+# there as that account. BUILD_DIR defaults to build/default. Run as root, from anywhere.
+# --bench runs bench.mjs instead: figures of tool-call latency and read throughput.
+set -euo pipefail
+bench=0
+if [ "${1:-}" = --bench ]; then bench=1; shift; fi
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="$(cd "${1:-$root/build/default}" && pwd)"
+[ "$(id -u)" = 0 ] || { echo "test.sh: run as root (it starts ptyvisord)" >&2; exit 2; }
+command -v node >/dev/null && command -v npm >/dev/null || { echo "test.sh: needs node and npm" >&2; exit 2; }
+
+work=$(mktemp -d /tmp/ptyvisor-mcp-e2e.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cp "$here/package.json" "$here/mcp-config.json" "$here"/*.mjs "$work/"
+(cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+chmod -R a+rX "$work"
+chmod 0755 "$work"
+
+cd "$work"
+if [ "$bench" = 1 ]; then
+  "$root/scripts/with-daemon.sh" --build "$build" -- node "$work/bench.mjs"
+else
+  "$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 "$work"/*.test.mjs
+fi

@@ -1,0 +1,217 @@
+// DaemonRunner against a fake daemon: a listening socket served by the test with the protocol
+// library, to check what a real daemon rarely does (go away mid-call, refuse) and how a
+// reply becomes a tool result. The real daemon is in integrations/mcp/.
+#include "cli/mcp/daemon_runner.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "common/unique_fd.h"
+#include "protocol/frame.h"
+#include "protocol/frame_decoder.h"
+#include "protocol/payloads.h"
+#include "protocol/session_payloads.h"
+
+namespace ptyvisor::cli::mcp {
+namespace {
+
+using protocol::FrameType;
+
+const std::string kId = "0123456789abcdef0123456789abcdef";
+
+class FakeDaemon {
+  public:
+    FakeDaemon() {
+        char dir_template[] = "/tmp/ptyvisor-mcp-test.XXXXXX";
+        dir_ = ::mkdtemp(dir_template);
+        path_ = dir_ + "/sock";
+        listener_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        path_.copy(addr.sun_path, sizeof addr.sun_path - 1);
+        EXPECT_EQ(::bind(listener_.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+        EXPECT_EQ(::listen(listener_.get(), 8), 0);
+    }
+    ~FakeDaemon() { std::filesystem::remove_all(dir_); }
+
+    [[nodiscard]] const std::string& path() const { return path_; }
+
+    // Accepts the next connection and reads its first frame (the request).
+    protocol::Frame accept_request(UniqueFd& connection) {
+        connection.reset(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        EXPECT_TRUE(connection.valid());
+        protocol::FrameDecoder decoder;
+        protocol::Frame frame;
+        std::vector<std::uint8_t> buffer(64 * 1024);
+        while (decoder.next(frame) != protocol::FrameDecoder::Status::Ready) {
+            const ssize_t n = ::read(connection.get(), buffer.data(), buffer.size());
+            if (n <= 0) {
+                ADD_FAILURE() << "no request";
+                return {};
+            }
+            decoder.feed(std::span<const std::uint8_t>(buffer.data(), static_cast<std::size_t>(n)));
+        }
+        return frame;
+    }
+
+    static void reply(const UniqueFd& connection, FrameType type, std::string_view payload) {
+        const auto bytes = protocol::encode_frame(type, payload);
+        EXPECT_EQ(::write(connection.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    }
+
+  private:
+    std::string dir_;
+    std::string path_;
+    UniqueFd listener_;
+};
+
+class DaemonRunnerTest : public ::testing::Test {
+  protected:
+    DaemonRunnerTest()
+        : runner(daemon.path(), [this](std::uint64_t call, const ToolResult& r) { results.emplace(call, r); }) {}
+
+    // Runs the poll loop until call `key` has a result; fails after 5 s.
+    ToolResult result_of(std::uint64_t key) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!results.contains(key) && std::chrono::steady_clock::now() < deadline) {
+            std::vector<pollfd> fds;
+            std::vector<std::uint64_t> owners;
+            runner.collect(fds, owners);
+            if (::poll(fds.data(), fds.size(), 100) < 0) break;
+            runner.dispatch(fds, 0, owners);
+        }
+        EXPECT_TRUE(results.contains(key)) << "no result within 5 s";
+        return results.contains(key) ? results.at(key) : ToolResult::error("none");
+    }
+
+    FakeDaemon daemon;
+    std::map<std::uint64_t, ToolResult> results;
+    DaemonRunner runner;
+};
+
+TEST_F(DaemonRunnerTest, ListBecomesStructuredSessions) {
+    runner.start(1, ListArgs{});
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::List);
+    protocol::SessionInfo info;
+    info.id = kId;
+    info.argv = {"sleep", "9"};
+    info.state = protocol::State::Exited;
+    info.exit = protocol::ExitStatus{protocol::ExitStatus::Kind::Exited, 3, 0, false, "", protocol::ExitReason::Exited};
+    FakeDaemon::reply(connection, FrameType::Sessions, protocol::encode(std::vector{info}));
+    connection.reset();
+    const auto r = result_of(1);
+    ASSERT_FALSE(r.is_error) << r.message;
+    const auto& s = r.structured.at("sessions").at(0);
+    EXPECT_EQ(s.at("id"), kId);
+    EXPECT_EQ(s.at("state"), "exited");
+    EXPECT_EQ(s.at("exit").at("code"), 3);
+}
+
+TEST_F(DaemonRunnerTest, ADaemonThatClosesWithoutAnswerIsAToolError) {
+    runner.start(1, KillArgs{kId, 0});
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Kill);
+    connection.reset();
+    const auto r = result_of(1);
+    EXPECT_TRUE(r.is_error);
+    EXPECT_EQ(r.message, "connection to ptyvisord lost");
+}
+
+TEST_F(DaemonRunnerTest, ARefusalIsAToolErrorWithTheDaemonsReason) {
+    WriteArgs write{kId, "x"};
+    runner.start(1, write);
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Send);
+    FakeDaemon::reply(connection, FrameType::Error,
+                      protocol::encode(protocol::ErrorReply{protocol::ErrorCode::NoSuchSession, "no such session"}));
+    connection.reset();
+    const auto r = result_of(1);
+    EXPECT_TRUE(r.is_error);
+    EXPECT_EQ(r.message, "ptyvisord refused: no such session (no_such_session)");
+}
+
+TEST_F(DaemonRunnerTest, ACancelledCallIsNeverAnswered) {
+    WaitArgs wait;
+    wait.request.id = kId;
+    runner.start(1, wait);
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Wait);
+    runner.cancel(1);
+    std::vector<pollfd> fds;
+    std::vector<std::uint64_t> owners;
+    runner.collect(fds, owners);
+    EXPECT_TRUE(fds.empty());
+    EXPECT_EQ(runner.poll_timeout_ms(), -1);
+    // The daemon sees the connection close.
+    char byte;
+    EXPECT_EQ(::read(connection.get(), &byte, 1), 0);
+    EXPECT_TRUE(results.empty());
+}
+
+TEST_F(DaemonRunnerTest, WhenTheClientClosesALongWaitIsAbandonedWithinTheGrace) {
+    WaitArgs wait;
+    wait.request.id = kId;
+    wait.request.timeout_ms = 600'000;
+    runner.start(1, wait);
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Wait);
+    runner.limit_deadlines(std::chrono::milliseconds(0));
+    const auto r = result_of(1);
+    EXPECT_TRUE(r.is_error);
+    EXPECT_EQ(r.message, "abandoned: the MCP client closed its input");
+}
+
+TEST_F(DaemonRunnerTest, ReadContinuesWhereTheLastReadStoppedAndHoldsBackASplitSequence) {
+    ReadArgs read;
+    read.id = kId;
+    runner.start(1, read);
+    UniqueFd connection;
+    const auto request = daemon.accept_request(connection);
+    EXPECT_EQ(request.type, FrameType::Read);
+    const auto asked = protocol::decode_read(
+        std::string_view(reinterpret_cast<const char*>(request.payload.data()), request.payload.size()));
+    ASSERT_TRUE(asked) << asked.error;
+    EXPECT_EQ(asked.value->from, (protocol::LogPosition{protocol::LogPosition::Kind::Offset, 0}));
+    const std::string bytes = "ok\r\n\x1b[3";
+    protocol::LogReply log{kId, 0, 0, bytes.size(), bytes.size(), protocol::State::Running, std::nullopt};
+    FakeDaemon::reply(connection, FrameType::Log, protocol::encode(log));
+    FakeDaemon::reply(connection, FrameType::Output, bytes);
+    connection.reset();
+    const auto r = result_of(1);
+    ASSERT_FALSE(r.is_error) << r.message;
+    EXPECT_EQ(r.structured.at("text"), "ok\n");
+    EXPECT_EQ(r.structured.at("next_offset"), 4);
+    EXPECT_EQ(r.structured.at("more"), false);
+
+    runner.start(2, read);
+    const auto again = daemon.accept_request(connection);
+    const auto next = protocol::decode_read(
+        std::string_view(reinterpret_cast<const char*>(again.payload.data()), again.payload.size()));
+    ASSERT_TRUE(next) << next.error;
+    EXPECT_EQ(next.value->from, (protocol::LogPosition{protocol::LogPosition::Kind::Offset, 4}));
+}
+
+TEST_F(DaemonRunnerTest, NoDaemonIsAToolErrorAtOnce) {
+    DaemonRunner nowhere("/nonexistent/ptyvisor.sock",
+                         [this](std::uint64_t call, const ToolResult& r) { results.emplace(call, r); });
+    nowhere.start(7, ListArgs{});
+    ASSERT_TRUE(results.contains(7));
+    EXPECT_TRUE(results.at(7).is_error);
+    EXPECT_NE(results.at(7).message.find("cannot reach ptyvisord"), std::string::npos);
+}
+
+TEST(ScreenTool, SaysThisDaemonHasNoSnapshots) {
+    const auto r = screen_result(ScreenArgs{kId});
+    EXPECT_TRUE(r.is_error);
+    EXPECT_NE(r.message.find("does not offer screen snapshots"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptyvisor::cli::mcp

@@ -1,0 +1,77 @@
+// The MCP tools of `ptyvisor mcp`: their definitions (name, description for a model, input
+// and output JSON schemas) and the validation of a call's arguments into typed requests.
+// Pure: no I/O, unit-tested (tools_test.cpp). A bad argument is false with `why`, a sentence
+// that names the argument, for the model to correct its call.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "protocol/payloads.h"
+#include "protocol/session_payloads.h"
+
+namespace ptyvisor::cli::mcp {
+
+// terminal_read: the default and the most bytes of output one call returns.
+inline constexpr std::uint64_t kDefaultReadBytes = 16 * 1024;
+inline constexpr std::uint64_t kMaxReadBytes = 64 * 1024;
+// terminal_wait: the default and the longest timeout. MCP clients give up on a call after a
+// minute or so by default, so the longest wait stays within what a client will sit through
+// when configured for it.
+inline constexpr std::uint64_t kDefaultWaitMs = 30'000;
+inline constexpr std::uint64_t kMaxWaitMs = 10 * 60'000;
+// terminal_write: the most bytes one call sends (one SEND).
+inline constexpr std::size_t kMaxWriteBytes = 64 * 1024;
+
+struct StartArgs {
+    std::vector<std::string> argv;          // `command` becomes /bin/sh -c COMMAND
+    std::optional<std::string> cwd;         // default: the server's working directory
+    std::vector<std::string> env_settings;  // NAME=VALUE, over the server's environment
+    std::string term = "xterm-256color";    // env's TERM when given
+    protocol::WindowSize size;
+};
+struct WriteArgs {
+    std::string id;
+    std::string bytes;  // text, then the keys' bytes; 1..kMaxWriteBytes
+};
+struct ReadArgs {
+    std::string id;
+    std::optional<std::uint64_t> offset;  // default: where this server's last read stopped
+    std::uint64_t max_bytes = kDefaultReadBytes;
+    bool strip_ansi = true;
+};
+struct ScreenArgs {
+    std::string id;
+};
+struct WaitArgs {
+    protocol::WaitRequest request;  // id, what, pattern/quiet_ms, from, timeout_ms
+};
+struct ListArgs {};
+struct KillArgs {
+    std::string id;
+    int signal = 0;  // 0: end the session
+};
+struct ResizeArgs {
+    std::string id;
+    protocol::WindowSize size;
+};
+
+using ToolArgs = std::variant<StartArgs, WriteArgs, ReadArgs, ScreenArgs, WaitArgs, ListArgs, KillArgs, ResizeArgs>;
+
+// The tools as tools/list returns them: [{name, title, description, inputSchema, outputSchema}].
+nlohmann::json tool_definitions();
+
+// Whether `name` is one of our tools.
+bool is_known_tool(std::string_view name);
+
+// The arguments of a call of tool `name` (a known tool) into `out`. `arguments` must be an
+// object; members not in the schema are refused (a misspelt option should not pass
+// silently). False with `why`.
+bool parse_tool_arguments(std::string_view name, const nlohmann::json& arguments, ToolArgs& out, std::string& why);
+
+}  // namespace ptyvisor::cli::mcp
