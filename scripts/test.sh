@@ -3,7 +3,9 @@
 #   1. the default build and every CTest test (unit, integration on the direct backend,
 #      and the systemd suite inside a private systemd), two integration tests with binaries
 #      the test account cannot reach, a plain Release build without the presets, the .deb
-#      package installed and run as its unit, and a smoke pass of the benchmarks;
+#      package installed and run as its unit, the Python and TypeScript clients, the MCP
+#      server and the opencode plugin (each installed fresh and run against a real daemon),
+#      and a smoke pass of the benchmarks;
 #   2. the same tests under ASan+UBSan;
 #   3. a short, bounded libFuzzer pass over every decoder.
 # PTYVISOR_SKIP_ASAN=1 or PTYVISOR_SKIP_FUZZ=1 leave a stage out for quick local runs.
@@ -35,6 +37,12 @@ cmake --build build/plain-release -j "$jobs" --target ptyvisord ptyvisor
 
 echo "== package: build the .deb, install it, run it as the systemd unit would"
 scripts/test-package.sh build/default
+
+echo "== the clients and the agent integrations, each installed fresh, against a real daemon"
+for suite in clients/python clients/typescript integrations/mcp integrations/opencode; do
+  echo "== $suite"
+  "$suite/test.sh" "$PWD/build/default"
+done
 
 echo "== benchmarks, smoke size"
 PTYVISOR_BENCH_BUILD=$PWD/build/default bench/run.sh --smoke --out build/bench-smoke
