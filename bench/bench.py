@@ -38,7 +38,7 @@ ACCOUNT = "ptyvisor-test"
 # no earlier transfer has grown.
 # The persistent-session benchmarks come next: idle-sessions measures deltas of the daemon's
 # memory and wants it quiet, with no session retained from an earlier benchmark.
-ALL = ["memory", "idle-sessions", "replay", "observers", "throughput", "latency", "start", "scale", "cpu",
+ALL = ["memory", "idle-sessions", "replay", "observers", "throughput", "latency", "fairness", "start", "scale", "cpu",
        "syscalls", "micro"]
 REQUIRED = {"forkpty", "script", "ptyvisor", "ptyvisor-raw", "ptyvisor (CLI)"}  # contenders that must always work
 PERSISTENT = {"idle-sessions", "replay", "observers"}  # benchmarks whose every failure fails the run
@@ -48,6 +48,8 @@ GOAL_OBSERVER_RATIO = 0.9
 GOAL_IDLE_KIB = 16.0
 GOAL_LIST_MS = 20.0
 OBSERVERS = 8
+FLOODS = 15  # fairness: sessions flooding output while a person types in one more
+TYPED = "stty raw -echo; echo READY; exec cat"  # the 16th session, typed into
 TEXT_LINE = "some text line"
 
 
@@ -90,6 +92,13 @@ class Suite:
         self.ssh_pid = None
         self.cgroup = None
         self.extra_cgroups = []  # of the fresh daemon that idle-sessions starts
+        # --baseline DIR: ptyvisord and ptyvisor of another commit, measured side by side with
+        # this build's as the contender "ptyvisor (baseline)" (fairness), on a daemon of its own.
+        self.baseline = None
+        if args.baseline:
+            self.baseline = {"ptyvisord": os.path.join(os.path.abspath(args.baseline), "ptyvisord"),
+                             "ptyvisor": os.path.join(os.path.abspath(args.baseline), "ptyvisor")}
+        self.baseline_socket = os.path.join(self.tmp, "ptyvisor-baseline.sock")
 
     # ---- processes -------------------------------------------------------------------------
 
@@ -205,7 +214,7 @@ class Suite:
     def start_daemon(self):
         self.daemon, self.cgroup = self.launch_daemon("", self.socket)
 
-    def launch_daemon(self, tag, sock):
+    def launch_daemon(self, tag, sock, binary=None):
         """A private ptyvisord (direct backend) on `sock`, in a cgroup of its own; returns
         (Popen, cgroup path or None) once it has sent READY=1. `tag` keeps the files of a
         second daemon apart from the first's."""
@@ -231,9 +240,11 @@ class Suite:
             if procs:
                 with open(procs, "w") as f:
                     f.write("0")
-        p = subprocess.Popen([self.bin["ptyvisord"], "--config", cfg], stdin=subprocess.DEVNULL,
+        # A session of its own, as systemd gives every service: the daemon is then not in this
+        # script's scheduler autogroup, and what it does to its own priority is its alone.
+        p = subprocess.Popen([binary or self.bin["ptyvisord"], "--config", cfg], stdin=subprocess.DEVNULL,
                              stdout=daemon_log, stderr=daemon_log, env=env, cwd=self.tmp,
-                             preexec_fn=enter_cgroup)
+                             preexec_fn=enter_cgroup, start_new_session=True)
         self.procs.append((p, lambda q: q.send_signal(signal.SIGTERM)))
         try:
             while True:
@@ -500,6 +511,14 @@ class Suite:
                                                     "--", "sh", "-c", c], 300, account=True),
             "script": lambda c: self.run_counted(["script", "-q", "-c", c, "/dev/null"], 300, account=True),
         }
+        if self.baseline:
+            try:
+                self.start_baseline_daemon()
+                contenders["ptyvisor (baseline CLI)"] = lambda c: self.run_counted(
+                    [self.baseline["ptyvisor"], "run", "--socket", self.baseline_socket, "--quiet", "--", "sh", "-c", c],
+                    300, account=True)
+            except Failure as e:
+                self.fail("throughput", "ptyvisor (baseline CLI)", str(e))
         if self.ssh:
             contenders["ssh"] = lambda c: self.run_counted(self.ssh_cmd(c), 300, account=True)
         if self.harness and "exec" in self.harness:
@@ -583,6 +602,187 @@ class Suite:
             log(f"latency {case}: " + json.dumps({c: {k: round(x, 1) for k, x in v.items() if k.startswith(("p50", "p99"))}
                                                   for c, v in res.items()}))
         self.results["latency"] = out
+
+    # ---- fairness: one typed session among floods ------------------------------------------
+
+    def bench_fairness(self):
+        """Echo latency of a 16th session while FLOODS sessions flood output, per relay: every
+        contender relays all 16 terminals its own way (ptyvisor: one daemon for all, the CLI
+        per session; script and ssh: one relay per session; tmux: one server for all). The
+        floods are `termbench flood`, which counts what its terminal accepted while the
+        keystrokes were timed, so a relay that starves the floods shows in their throughput."""
+        count, warmup = (20, 5) if self.smoke else (100, 10)
+        floods = 2 if self.smoke else FLOODS
+        rounds = self.args.rounds or (1 if self.smoke else 3)
+        contenders = {"ptyvisor (CLI)": self.fairness_ptyvisor(self.bin["ptyvisor"], self.socket),
+                      "script": self.fairness_script()}
+        if self.baseline:
+            try:
+                self.start_baseline_daemon()
+                contenders["ptyvisor (baseline CLI)"] = self.fairness_ptyvisor(self.baseline["ptyvisor"], self.baseline_socket)
+            except Failure as e:
+                self.fail("fairness", "ptyvisor (baseline CLI)", str(e))
+        if shutil.which("tmux"):
+            contenders["tmux"] = self.fairness_tmux()
+        else:
+            self.skip("fairness", "tmux", "tmux is not installed")
+        if self.ssh:
+            contenders["ssh"] = self.fairness_ssh()
+        else:
+            self.skip("fairness", "ssh", "no sshd (see the throughput benchmark's skip)")
+        samples = {c: [] for c in contenders}
+        names = list(contenders)
+        for r in range(rounds):
+            for c in names[r % len(names):] + names[:r % len(names)]:
+                if c in self.failed_contenders("fairness"):
+                    continue
+                try:
+                    samples[c].append(self.fairness_round(c, contenders[c], floods, count, warmup))
+                except (Failure, ValueError, KeyError, OSError) as e:
+                    self.fail("fairness", c, str(e))
+        res = {}
+        for c, runs in samples.items():
+            if not runs:
+                continue
+            res[c] = {"p50_ms": statistics.median(x["us"]["p50"] for x in runs) / 1000,
+                      "p99_ms": statistics.median(x["us"]["p99"] for x in runs) / 1000,
+                      "flood_mbps": statistics.median(x["flood_mbps"] for x in runs),
+                      "runs": runs}
+            for k in ("p50_ms", "p99_ms", "flood_mbps"):
+                self.row("fairness", f"{floods} floods + 1 typed", c, k, round(res[c][k], 2),
+                         "MB/s" if k == "flood_mbps" else "ms")
+        self.results["fairness"] = {"floods": floods, "count": count, "warmup": warmup, "rounds": rounds,
+                                    "contenders": res}
+        log("fairness: " + ", ".join(f"{c} p50 {v['p50_ms']:.1f} ms p99 {v['p99_ms']:.1f} ms floods {v['flood_mbps']:.1f} MB/s"
+                                     for c, v in res.items()))
+
+    def start_baseline_daemon(self):
+        """The --baseline daemon, once, configured as this build's."""
+        if self.baseline.get("daemon"):
+            return
+        p, cg = self.launch_daemon("-baseline", self.baseline_socket, self.baseline["ptyvisord"])
+        self.baseline["daemon"] = p
+        if cg:
+            self.extra_cgroups.append(cg)
+
+    def fairness_round(self, name, contender, floods, count, warmup):
+        """One round of one contender: starts the floods, times `count` keystrokes in the typed
+        session, then reads what the floods wrote meanwhile. Returns termbench's latency JSON
+        plus the floods' total MB/s."""
+        start_flood, typed_argv, teardown = contender
+        d = tempfile.mkdtemp(prefix="fair-", dir=self.tmp)
+        os.chown(d, self.uid, self.gid)
+        reports = [os.path.join(d, f"flood{i}") for i in range(floods)]
+        started = []
+        pids = []
+        try:
+            # One at a time: sshd drops unauthenticated connections past MaxStartups (10).
+            for rep in reports:
+                started.append(start_flood(rep))
+                pids.append(self.wait_flood_pid(rep, started[-1]))
+            for pid in pids:
+                os.kill(pid, signal.SIGUSR1)  # the window opens
+            argv = [self.bin["termbench"], "latency", "--via", "pty", "--echo", "any", "--ready", "READY",
+                    "--count", str(count), "--warmup", str(warmup), "--timeout", "60", "--"] + typed_argv
+            try:
+                _, p = self.run(argv, 20 + count * 5, account=True)
+            finally:
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGTERM)  # the window closes
+                    except ProcessLookupError:
+                        pass
+            j = json.loads(p.stdout.decode().strip().splitlines()[-1])
+            mbps = 0.0
+            for rep in reports:
+                deadline = time.monotonic() + 15
+                while not os.path.exists(rep):
+                    if time.monotonic() > deadline:
+                        raise Failure(f"{name}: flood {rep} wrote no report")
+                    time.sleep(0.02)
+                with open(rep) as f:
+                    fr = json.load(f)
+                if fr["seconds"] <= 0:
+                    raise Failure(f"{name}: a flood never saw the window open: {fr}")
+                mbps += fr["bytes"] / fr["seconds"] / 1e6
+            j["flood_mbps"] = mbps
+            return j
+        finally:
+            teardown(started)
+            shutil.rmtree(d, ignore_errors=True)
+
+    def wait_flood_pid(self, report, proc):
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with open(report + ".pid") as f:
+                    return int(f.read())
+            except (FileNotFoundError, ValueError):
+                pass
+            if proc is not None and proc.poll() is not None:
+                raise Failure(f"the flood's relay exited with {proc.returncode} before it ran")
+            if time.monotonic() > deadline:
+                raise Failure(f"the flood {report} did not start within 30 s")
+            time.sleep(0.02)
+
+    def spawn_account(self, argv):
+        """A relay process as the account, in a session of its own (so in a scheduler autogroup
+        of its own, like a process started from a terminal), output thrown away."""
+        return subprocess.Popen(self.as_account(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, cwd=self.tmp, env=self.account_env(), start_new_session=True)
+
+    def stop_relays(self, procs):
+        for p in procs:
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            if p is None:
+                continue
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+    def flood_cmd(self, report):
+        return [self.bin["termbench"], "flood", "--report", report]
+
+    def fairness_ptyvisor(self, cli, sock):
+        run = [cli, "run", "--socket", sock, "--quiet", "--"]
+        return (lambda rep: self.spawn_account(run + self.flood_cmd(rep)), run + ["sh", "-c", TYPED], self.stop_relays)
+
+    def fairness_script(self):
+        return (lambda rep: self.spawn_account(["script", "-q", "-c", shlex.join(self.flood_cmd(rep)), "/dev/null"]),
+                ["script", "-q", "-c", TYPED, "/dev/null"], self.stop_relays)
+
+    def fairness_ssh(self):
+        return (lambda rep: self.spawn_account(self.ssh_cmd(shlex.join(self.flood_cmd(rep)))),
+                self.ssh_cmd(TYPED), self.stop_relays)
+
+    def fairness_tmux(self):
+        """One tmux server for all: the typed pane is window 0, on screen; each flood is a
+        window of its own, off screen (tmux still parses all it writes)."""
+        d = os.path.join(self.tmp, "tmux")  # the account's tmux server makes its socket here
+        os.makedirs(d, exist_ok=True)
+        os.chown(d, self.uid, self.gid)
+        sock = os.path.join(d, "fair.sock")
+        tmux = ["tmux", "-S", sock, "-f", "/dev/null"]
+
+        def start(rep):
+            if not os.path.exists(sock):
+                self.run(tmux + ["new-session", "-d", "-s", "fair", "-x", "80", "-y", "24", TYPED], 30, account=True)
+                self.run(tmux + ["set-option", "-g", "status", "off"], 30, account=True)
+            self.run(tmux + ["new-window", "-d", "-t", "fair", shlex.join(self.flood_cmd(rep))], 30, account=True)
+            return None
+
+        def teardown(_):
+            if os.path.exists(sock):
+                self.run(tmux + ["kill-server"], 30, account=True, check=False)
+                try:
+                    os.unlink(sock)
+                except FileNotFoundError:
+                    pass
+        return (start, tmux + ["attach-session", "-t", "fair:0"], teardown)
 
     def bench_start(self):
         count = 20 if self.smoke else 200
@@ -1163,6 +1363,19 @@ class Suite:
                 L.append(f"| {case} | {g(f_, 'p50')} | {g(f_, 'p99')} | {g(p_, 'p50')} | {g(p_, 'p99')} | "
                          f"{g(a_, 'p50 difference')} | {g(a_, 'p99 difference')} |")
             L.append("")
+        if "fairness" in R:
+            fr = R["fairness"]
+            L += [f"### Fairness: echo latency of one typed session while {fr['floods']} others flood output", "",
+                  f"Each contender relays {fr['floods'] + 1} terminals: {fr['floods']} run `termbench flood` (`yes`, counted), "
+                  "one runs `stty raw -echo; cat`, typed into by `termbench latency --via pty --echo any` through the "
+                  "contender's client (the CLI, `script`, `ssh -tt`, `tmux attach`). "
+                  f"{fr['count']} keystrokes per run after {fr['warmup']} untimed; each percentile is the median over "
+                  f"{fr['rounds']} rounds of that run's nearest-rank percentile. Flood MB/s: what the floods' terminals "
+                  "accepted while the keystrokes were timed, summed (median over rounds).", "",
+                  "| contender | echo p50 ms | echo p99 ms | floods MB/s |", "| --- | --- | --- | --- |"]
+            for c, v in fr["contenders"].items():
+                L.append(f"| {c} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} | {v['flood_mbps']:.1f} |")
+            L.append("")
         if "start" in R:
             L += ["### Session start, µs (p50 / p99)", "",
                   "ptyvisor-raw: termbench's raw protocol client, from connect() (median over runs of each run's "
@@ -1422,6 +1635,9 @@ def main():
     ap.add_argument("--bytes", type=int, default=0, help="throughput size (default 128 MiB, 4 MiB with --smoke)")
     ap.add_argument("--no-ssh", action="store_true")
     ap.add_argument("--no-systemd", action="store_true")
+    ap.add_argument("--baseline", default="", help="a directory with ptyvisord and ptyvisor of another commit: "
+                    "throughput and fairness measure them too, as \"ptyvisor (baseline CLI)\", interleaved with "
+                    "this build's")
     args = ap.parse_args()
     only = [x for x in args.only.split(",") if x] or ALL
     bad = [x for x in only if x not in ALL]
@@ -1439,16 +1655,16 @@ def main():
     t0 = time.time()
     try:
         suite.start_daemon()
-        if "throughput" in only or "start" in only:
+        if "throughput" in only or "start" in only or "fairness" in only:
             if args.no_ssh:
                 suite.skip("throughput", "ssh", "--no-ssh")
-            elif "throughput" in only:
+            elif "throughput" in only or "fairness" in only:
                 why = suite.setup_ssh()
                 if why:
                     suite.skip("throughput", "ssh", why)
             if args.no_systemd:
                 suite.skip("throughput", "systemd-run", "--no-systemd")
-            else:
+            elif "throughput" in only or "start" in only:
                 why = suite.setup_harness()
                 if why:
                     suite.skip("throughput", "systemd-run", why)

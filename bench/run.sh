@@ -2,9 +2,9 @@
 # bench/run.sh - the ptyvisor benchmark suite: one entry point (docs/performance.md).
 #
 #   bench/run.sh [--smoke] [--only NAME,...] [--out DIR] [--rounds N] [--bytes N]
-#                [--no-ssh] [--no-systemd]
+#                [--no-ssh] [--no-systemd] [--baseline DIR]
 #
-# NAMEs: memory idle-sessions replay observers throughput latency start scale cpu syscalls micro
+# NAMEs: memory idle-sessions replay observers throughput latency fairness start scale cpu syscalls micro
 # (default: all).
 # Builds ptyvisord, ptyvisor, termbench, sessionbench and micro_protocol (Release) in $PTYVISOR_BENCH_BUILD
 # (default build/bench), starts a private ptyvisord (direct backend) as root, runs every

@@ -16,11 +16,22 @@
 //       --echo line: the kernel's line discipline echoes (a shell blocked in read): 'a'
 //       comes back as one byte and DEL as three ("\b \b"); keys alternate so the line
 //       never fills.
+//       --echo any: for a relay that redraws (tmux) or wraps the terminal in another one (a
+//       CLI run on termbench's own PTY): keys cycle through 'x', 'y', 'z', and a keystroke
+//       is echoed when its key appears in the output that follows it, whatever else comes
+//       with it. Before the first key, termbench waits until its own terminal no longer
+//       echoes (the wrapper has put it in raw mode), so the kernel's echo is never timed.
 //   start [--count N] -- CMD...
 //       N times: open a session, time the first output byte and the end of the session.
 //   hold [--sessions K] -- CMD...
 //       Opens K sessions, prints {"ready":K,...} once all have started, keeps them until
 //       stdin reaches EOF, then closes them all.
+//   flood --report FILE
+//       The flood of the fairness benchmark, run inside the relay under test: writes "y\n"
+//       lines to stdout as fast as the terminal takes them (what `yes` does), and writes its
+//       PID to FILE.pid once running. SIGUSR1 opens the measurement window; SIGTERM or
+//       SIGHUP closes it: it writes {"bytes":B,"seconds":T} (what write() accepted inside the
+//       window) to FILE and exits 0.
 //
 // Every wait is bounded (--timeout, seconds): a stuck contender is an error, not a hang.
 #include <fcntl.h>
@@ -71,6 +82,7 @@ struct Options {
     int window = 4;  // ptyvisor: START requests in flight (the daemon bounds per-peer handshakes)
     std::string echo = "raw";
     std::string ready;
+    std::string report;
     double timeout = 60;
     std::vector<std::string> argv;
 };
@@ -80,7 +92,8 @@ struct Options {
                  "termbench: %s\n"
                  "usage: termbench throughput|latency|start|hold [--via pty|ptyvisor] [--socket PATH]\n"
                  "       [--sessions K] [--seconds T] [--count N] [--warmup W] [--window W]\n"
-                 "       [--echo raw|line] [--ready MARKER] [--timeout S] -- CMD [ARGS...]\n",
+                 "       [--echo raw|line|any] [--ready MARKER] [--timeout S] -- CMD [ARGS...]\n"
+                 "       termbench flood --report FILE\n",
                  why.c_str());
     std::exit(2);
 }
@@ -418,6 +431,41 @@ bool wait_output(Term& t, std::uint64_t& bytes, std::uint64_t want, std::string*
     return true;
 }
 
+// --echo any: the wrapper under test puts termbench's terminal in raw mode once it runs; until
+// then the kernel would echo the keys itself, and that echo must not be timed.
+void wait_until_raw(Term& t, double timeout_s) {
+    const auto t0 = Clock::now();
+    for (;;) {
+        termios tio{};
+        if (::tcgetattr(t.fd(), &tio) < 0) throw std::runtime_error(std::string("tcgetattr: ") + std::strerror(errno));
+        if (!(tio.c_lflag & (ECHO | ICANON))) return;
+        if (seconds_since(t0) > timeout_s) throw std::runtime_error("the wrapper never put the terminal in raw mode");
+        std::uint64_t ignored = 0;
+        pollfd p{t.fd(), POLLIN, 0};
+        if (::poll(&p, 1, 10) > 0) t.pump(ignored, nullptr);
+    }
+}
+
+// --echo any: a keystroke is echoed when its key shows up in the output after it. Keys cycle,
+// so the tail of one key's redraw is never taken for the next key's echo.
+void measure_any_echo(Term& t, const Options& o, std::uint64_t& bytes, Stats& st) {
+    static constexpr std::string_view kKeys = "xyz";
+    for (int i = 0; i < o.warmup + o.count; ++i) {
+        const char key = kKeys[static_cast<std::size_t>(i) % kKeys.size()];
+        std::string seen;
+        const auto k0 = Clock::now();
+        t.send(std::string_view(&key, 1));
+        while (seen.find(key) == std::string::npos) {
+            pollfd p{t.fd(), POLLIN, 0};
+            if (::poll(&p, 1, 100) > 0 && !t.pump(bytes, &seen))
+                throw std::runtime_error("the session ended at keystroke " + std::to_string(i));
+            if (seconds_since(k0) > 5) throw std::runtime_error("no echo within 5 s at keystroke " + std::to_string(i));
+        }
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - k0).count();
+        if (i >= o.warmup) st.v.push_back(us);
+    }
+}
+
 int run_latency(const Options& o) {
     auto term = open_term(o);
     std::uint64_t bytes = 0;
@@ -433,18 +481,23 @@ int run_latency(const Options& o) {
     ::usleep(50 * 1000);
     term->pump(bytes, nullptr);
     Stats st;
-    const bool line = o.echo == "line";
-    for (int i = 0; i < o.warmup + o.count; ++i) {
-        const bool del = line && (i % 2 == 1);
-        const std::string_view key = del ? "\x7f" : (line ? "a" : "x");
-        const std::uint64_t want = bytes + (del ? 3 : 1);
-        const auto k0 = Clock::now();
-        term->send(key);
-        if (!wait_output(*term, bytes, want, nullptr, 5))
-            throw std::runtime_error("no echo within 5 s at keystroke " + std::to_string(i));
-        const double us = std::chrono::duration<double, std::micro>(Clock::now() - k0).count();
-        if (i >= o.warmup) st.v.push_back(us);
-        if (bytes != want) throw std::runtime_error("unexpected extra output during keystroke " + std::to_string(i));
+    if (o.echo == "any") {
+        wait_until_raw(*term, o.timeout);
+        measure_any_echo(*term, o, bytes, st);
+    } else {
+        const bool line = o.echo == "line";
+        for (int i = 0; i < o.warmup + o.count; ++i) {
+            const bool del = line && (i % 2 == 1);
+            const std::string_view key = del ? "\x7f" : (line ? "a" : "x");
+            const std::uint64_t want = bytes + (del ? 3 : 1);
+            const auto k0 = Clock::now();
+            term->send(key);
+            if (!wait_output(*term, bytes, want, nullptr, 5))
+                throw std::runtime_error("no echo within 5 s at keystroke " + std::to_string(i));
+            const double us = std::chrono::duration<double, std::micro>(Clock::now() - k0).count();
+            if (i >= o.warmup) st.v.push_back(us);
+            if (bytes != want) throw std::runtime_error("unexpected extra output during keystroke " + std::to_string(i));
+        }
     }
     std::printf("{\"via\":\"%s\",\"output_before_started\":%llu,\"echo\":\"%s\",%s}\n", o.via.c_str(), static_cast<unsigned long long>(g_output_before_started), o.echo.c_str(), st.json("us").c_str());
     return 0;
@@ -489,6 +542,50 @@ int run_hold(const Options& o) {
     return 0;
 }
 
+// The fairness benchmark's flood. Signal handlers only raise flags; write() is interrupted
+// (no SA_RESTART), so a flag is seen within one write even when the relay is slow.
+volatile sig_atomic_t g_flood_mark = 0;
+volatile sig_atomic_t g_flood_stop = 0;
+
+void write_file(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+    std::fputs(text.c_str(), f);
+    if (std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) < 0)
+        throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+int run_flood(const Options& o) {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_flood_mark = 1; };
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    sa.sa_handler = [](int) { g_flood_stop = 1; };
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGHUP, &sa, nullptr);
+    char line[8192];
+    for (std::size_t k = 0; k < sizeof line; k += 2) std::memcpy(line + k, "y\n", 2);
+    write_file(o.report + ".pid", std::to_string(::getpid()) + "\n");
+    std::uint64_t bytes = 0;
+    bool counting = false;
+    Clock::time_point mark{};
+    while (!g_flood_stop) {
+        if (g_flood_mark && !counting) {
+            counting = true;
+            mark = Clock::now();
+        }
+        const ssize_t n = ::write(1, line, sizeof line);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;  // EIO: the relay hung up the terminal
+        if (counting) bytes += static_cast<std::uint64_t>(n);
+    }
+    const double secs = counting ? seconds_since(mark) : 0.0;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "{\"bytes\":%llu,\"seconds\":%.6f}\n", static_cast<unsigned long long>(bytes), secs);
+    write_file(o.report, buf);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -515,10 +612,21 @@ int main(int argc, char** argv) {
         else if (a == "--window") o.window = std::stoi(value("--window"));
         else if (a == "--echo") o.echo = value("--echo");
         else if (a == "--ready") o.ready = value("--ready");
+        else if (a == "--report") o.report = value("--report");
         else if (a == "--timeout") o.timeout = std::stod(value("--timeout"));
         else usage("unknown option " + a);
     }
+    if (o.mode == "flood") {
+        if (o.report.empty()) usage("flood needs --report FILE");
+        try {
+            return run_flood(o);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "termbench: %s\n", e.what());
+            return 1;
+        }
+    }
     if (o.argv.empty()) usage("no command");
+    if (o.echo != "raw" && o.echo != "line" && o.echo != "any") usage("--echo must be raw, line or any");
     if (o.via != "pty" && o.via != "ptyvisor") usage("--via must be pty or ptyvisor");
     if (o.via == "ptyvisor" && o.socket.empty()) usage("--via ptyvisor needs --socket");
     if (o.sessions < 1 || o.window < 1) usage("--sessions and --window must be >= 1");

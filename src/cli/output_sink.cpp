@@ -28,6 +28,24 @@ void OutputSink::append(std::span<const std::uint8_t> bytes) {
     pending_.insert(pending_.end(), bytes.begin(), bytes.end());
 }
 
+OutputSink::WriteResult OutputSink::write_or_keep(std::span<const std::uint8_t> bytes) {
+    if (!empty()) {
+        append(bytes);
+        return write_some();
+    }
+    while (!bytes.empty()) {
+        const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            append(bytes);  // kept, in order, for the next write_some()
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return {false, 0};
+            return {false, -errno};
+        }
+        bytes = bytes.subspan(static_cast<std::size_t>(n));
+    }
+    return {true, 0};
+}
+
 OutputSink::WriteResult OutputSink::write_some() {
     while (!empty()) {
         const ssize_t n = ::write(fd_, pending_.data() + offset_, pending_.size() - offset_);

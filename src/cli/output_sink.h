@@ -30,6 +30,10 @@ public:
         int error = 0;
     };
     WriteResult write_some();
+    // append() and write_some() in one, without copying: when nothing is pending, `bytes` go
+    // to the descriptor straight from the caller's buffer, and only what it did not take is
+    // kept (the common case under a flood is that it takes everything).
+    WriteResult write_or_keep(std::span<const std::uint8_t> bytes);
 
     [[nodiscard]] bool empty() const { return offset_ == pending_.size(); }
     [[nodiscard]] int fd() const { return fd_; }

@@ -174,7 +174,8 @@ private:
         if (mode(RelayMode::Control) && options_.winch_fd >= 0)
             if (auto size = terminal_size(options_.winch_fd)) connection_.queue_resize(*size);
     }
-    void handle(client::Output& o) { sink_.append(o.bytes); }
+    // Straight to stdout from the frame (no copy into the sink) while stdout keeps up.
+    void handle(client::Output& o) { check_stdout_write(sink_.write_or_keep(o.bytes)); }
     void handle(client::Dropped& d) {
         // Nothing on stdout: it carries the session's bytes only. On a terminal a note would
         // land in the middle of the screen being drawn.
@@ -233,8 +234,9 @@ private:
         connection_.flush();
     }
 
-    void write_stdout() {
-        const auto result = sink_.write_some();
+    void write_stdout() { check_stdout_write(sink_.write_some()); }
+
+    void check_stdout_write(const OutputSink::WriteResult& result) {
         if (result.error == -EPIPE) {
             // Whoever reads our output has gone, as with `| head`: end like a local command
             // killed by SIGPIPE, quietly. Closing the connection ends a run session; an

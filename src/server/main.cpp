@@ -15,6 +15,7 @@
 #include "common/event.h"
 #include "common/linux.h"
 #include "common/log.h"
+#include "common/scheduling.h"
 #include "server/account.h"
 #include "server/config.h"
 #include "server/listener.h"
@@ -23,6 +24,10 @@
 namespace {
 
 using namespace ptyvisor;
+
+// The daemon's nice value (common/scheduling.h says why). It only ever uses the CPU that
+// relaying its sessions' bytes takes, so it cannot starve the machine with it.
+constexpr int kRelayNice = -10;
 
 struct Flags {
     std::string config_path = server::kDefaultConfigPath;
@@ -90,6 +95,9 @@ int run(const Flags& flags) {
         return 1;
     }
     raise_nofile_limit();
+    if (const int r = raise_relay_priority(kRelayNice); r < 0)
+        log_warning("cannot raise the relay's CPU priority; a flood of output will delay keystrokes",
+                    {{"ERROR", std::strerror(-r)}});
 
     sd_event* raw = nullptr;
     if (const int r = sd_event_new(&raw); r < 0) {

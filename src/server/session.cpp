@@ -1,6 +1,7 @@
 #include "server/session.h"
 
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,23 @@ using protocol::ExitReason;
 namespace {
 
 std::uint64_t usec(std::chrono::duration<double> d) { return to_usec(d); }
+
+// One daemon thread relays every session. A terminal that floods yields the loop after this
+// much output per input event, so that the keystrokes and echoes of the other sessions wait
+// for a few reads at most. It exceeds the line discipline's 4 KiB buffer (see read_terminal).
+constexpr std::size_t kReadBudgetPerDispatch = 16 * 1024;
+// The budget of a terminal that may wait for its kworker (see read_terminal): it delays no
+// other flood, and larger batches make fewer, larger OUTPUT frames.
+constexpr std::size_t kWaitingReadBudgetPerDispatch = 64 * 1024;
+// A terminal that gave at least this much in one event is bulk: a flood, a build log, not a
+// person's echo. sd-event dispatches pending sources of a lower priority value first, so a
+// bulk terminal waits behind every interactive terminal and every client connection (where
+// keystrokes come from) until an event of its own gives less again.
+constexpr std::size_t kBulkBytesPerDispatch = 2048;
+constexpr std::int64_t kInteractivePriority = SD_EVENT_PRIORITY_NORMAL;
+constexpr std::int64_t kBulkPriority = SD_EVENT_PRIORITY_NORMAL + 10;
+// Bulk terminals of this process (one event loop): whether a read may wait (read_terminal).
+std::size_t g_bulk_terminals = 0;
 
 // The 32 hex digits of "<prefix>-<32 hex>.service".
 std::string id_of_unit(const std::string& unit) {
@@ -53,6 +71,7 @@ Session::Session(Server& server, std::string unit, bool detached)
     : server_(server), unit_(std::move(unit)), id_(id_of_unit(unit_)), detached_(detached) {}
 
 Session::~Session() {
+    set_bulk(false);
     release_slot();
     // Whoever is still attached learns it before the pointer dangles.
     const auto clients = clients_;
@@ -228,7 +247,8 @@ int Session::signal(const protocol::SignalRequest& request, pid_t& group) {
 
 void Session::on_terminal(std::uint32_t revents) {
     if ((revents & EPOLLOUT) && state_ == State::Running) write_held_input();
-    if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_terminal();
+    if (revents & (EPOLLHUP | EPOLLERR)) return read_terminal(ReadUntil::End);
+    if (revents & EPOLLIN) read_terminal(ReadUntil::Drained);
 }
 
 bool Session::paused_for_controller() const {
@@ -236,13 +256,40 @@ bool Session::paused_for_controller() const {
     return log_->end() - controller_->cursor() >= server_.config().limits.output_buffer_bytes;
 }
 
-void Session::read_terminal() {
+// Why a terminal is read only as far as its line discipline holds bytes (FIONREAD) under a
+// flood, not until EAGAIN: a read that finds the line discipline empty waits, in the kernel,
+// for the tty's kworker to move what the program wrote (flush_work in n_tty_read), and so
+// does a poll of an empty terminal. One thread relays every session: with many terminals
+// flooding, every session's last read would stall the loop for a kworker's turn on the CPU,
+// one session after another, and the keystrokes of the session a person types into would
+// wait behind them all. So the terminal's source is edge-triggered (no poll of an empty
+// terminal between events), and each event reads what is there: whatever the kworker moves
+// next wakes the source again. A terminal that is the only bulk one delays nobody by waiting,
+// and reads on until EAGAIN as before: fewer wake-ups and larger frames for one busy session.
+void Session::read_terminal(ReadUntil until) {
     if (!started_ || !master_) return;
     bool grew = false;
+    const bool drained_only = until == ReadUntil::Drained && g_bulk_terminals > (bulk_ ? 1U : 0U);
+    // Only an input event is bounded: to the end, everything must come (nothing else may wake
+    // the session again). A budget exceeds the line discipline's 4 KiB, so what was there
+    // when the event came is read, and whatever came since has woken the source again.
+    const std::size_t full_budget = until == ReadUntil::End ? SIZE_MAX
+                                    : drained_only          ? kReadBudgetPerDispatch
+                                                            : kWaitingReadBudgetPerDispatch;
+    std::size_t budget = full_budget;
     while (!terminal_closed_ && !paused_for_controller()) {
-        const ssize_t n = log_->read_from(master_.get(), protocol::kMaxIoPayloadSize);
+        if (budget == 0) break;  // more may be waiting: the source has been woken again
+        std::size_t want = std::min<std::size_t>(budget, protocol::kMaxIoPayloadSize);
+        if (drained_only) {
+            int available = 0;
+            if (::ioctl(master_.get(), FIONREAD, &available) < 0) available = 1;  // then read as before
+            if (available <= 0) break;
+            want = std::min(want, static_cast<std::size_t>(available));
+        }
+        const ssize_t n = log_->read_from(master_.get(), want);
         if (n > 0) {
             grew = true;
+            budget -= std::min(budget, static_cast<std::size_t>(n));
             if (recorder_) recorder_->output(log_->view(log_->end() - n, n));
             continue;
         }
@@ -255,9 +302,19 @@ void Session::read_terminal() {
             return stop(ExitReason::OutputFailed);
         }
     }
+    if (until == ReadUntil::Drained) set_bulk(full_budget - budget >= kBulkBytesPerDispatch);
     update_terminal_events();
     if (grew) notify_changed();
     if (terminal_closed_) maybe_finish();
+}
+
+void Session::set_bulk(bool bulk) {
+    if (bulk == bulk_) return;
+    bulk_ = bulk;
+    bulk ? ++g_bulk_terminals : --g_bulk_terminals;
+    // A source whose priority cannot change keeps the old one: a matter of latency only.
+    if (terminal_source_)
+        sd_event_source_set_priority(terminal_source_.get(), bulk ? kBulkPriority : kInteractivePriority);
 }
 
 void Session::update_terminal_events() {
@@ -265,6 +322,12 @@ void Session::update_terminal_events() {
     std::uint32_t events = 0;
     if (started_ && !terminal_closed_ && !paused_for_controller()) events |= EPOLLIN;
     if (!held_input_.empty() && state_ == State::Running && !terminal_closed_) events |= EPOLLOUT;
+    if (events != 0) events |= EPOLLET;  // see read_terminal
+    // sd-event re-arms an edge-triggered source at every call (EPOLL_CTL_MOD), and the
+    // kernel then polls the terminal, which waits for the tty's kworker when it is empty:
+    // only a change of the events is worth that.
+    if (events == terminal_events_) return;
+    terminal_events_ = events;
     if (const int r = set_io_events(terminal_source_, events); r < 0) {
         // A terminal the loop cannot watch is a terminal the session has lost.
         log_error_errno(r, "cannot watch the terminal", {{"UNIT", unit_}});
@@ -354,6 +417,7 @@ void Session::finish(protocol::ExitStatus status) {
     state_ = State::Ended;
     ended_usec_ = now_usec(server_.event());
     final_status_ = status;
+    set_bulk(false);
     terminal_source_.reset();
     drain_timer_.reset();
     master_.reset();
@@ -370,6 +434,7 @@ void Session::finish(protocol::ExitStatus status) {
 
 void Session::abandon() {
     backend_session_.reset();  // its processes are left to the next run's cleanup_orphans
+    set_bulk(false);
     terminal_source_.reset();
     drain_timer_.reset();
     master_.reset();

@@ -137,7 +137,13 @@ private:
     void on_start_failed(const std::string& why);
     void on_exited(protocol::ExitStatus status);
     void on_terminal(std::uint32_t revents);
-    void read_terminal();
+    // Drained: what the line discipline holds now (an input event). End: until EAGAIN or the
+    // end of the terminal (a hang-up, the command's exit, a drain).
+    enum class ReadUntil { Drained, End };
+    void read_terminal(ReadUntil until = ReadUntil::End);
+    // Moves the terminal's source behind the interactive ones (a flood) or back, and counts
+    // the bulk terminals of the process.
+    void set_bulk(bool bulk);
     void write_held_input();
     void update_terminal_events();
     [[nodiscard]] bool paused_for_controller() const;
@@ -182,6 +188,8 @@ private:
     bool stop_after_start_ = false;
     bool ending_ = false, exited_ = false, stop_requested_ = false, stopped_ = false;
     bool terminal_closed_ = false, drain_expired_ = false;
+    bool bulk_ = false;  // the terminal's source is at the bulk priority (see read_terminal)
+    std::uint32_t terminal_events_ = UINT32_MAX;  // what the terminal's source waits for; none yet
     protocol::ExitReason reason_ = protocol::ExitReason::Exited;
     protocol::ExitStatus exit_status_;
     std::optional<protocol::ExitStatus> final_status_;

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <systemd/sd-event.h>
@@ -24,6 +25,7 @@
 #include "common/event.h"
 #include "common/linux.h"
 #include "common/process.h"
+#include "common/scheduling.h"
 #include "common/unique_fd.h"
 
 namespace ptyvisor::backends {
@@ -241,6 +243,26 @@ TEST_F(DirectSessions, TheMainProcessExitIsReported) {
         EXPECT_EQ(o.exited->reason, protocol::ExitReason::Exited);
         ASSERT_TRUE(stop(*session));
     }
+}
+
+
+// common/scheduling.h: the daemon relays at a lower nice value than the agent, and its
+// sessions, the agent's, get the original back: never more CPU than the agent. The command
+// reports its own nice value (field 19 of /proc/self/stat) as its exit status, plus 20.
+TEST_F(DirectSessions, ASessionGetsTheNiceValueTheDaemonStartedWith) {
+    auto backend = make();
+    ASSERT_TRUE(backend);
+    const int original = original_nice();
+    ASSERT_GT(original, -20) << "no lower nice value to relay at";
+    ASSERT_EQ(raise_relay_priority(original - 1), 0);
+    Observed o;
+    auto session = start(*backend, {"sh", "-c", "exit $(( $(cut -d' ' -f19 /proc/self/stat) + 20 ))"}, o);
+    ::setpriority(PRIO_PROCESS, 0, original);  // this thread is the test runner's again
+    ASSERT_TRUE(session);
+    ASSERT_TRUE(run_until([&] { return o.exited.has_value(); }));
+    EXPECT_EQ(o.exited->kind, ExitStatus::Kind::Exited);
+    EXPECT_EQ(o.exited->code, original + 20);
+    ASSERT_TRUE(stop(*session));
 }
 
 }  // namespace

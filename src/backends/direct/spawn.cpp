@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <linux/close_range.h>
 #include <linux/sched.h>
@@ -15,13 +16,14 @@
 #include <vector>
 
 #include "common/linux.h"
+#include "common/scheduling.h"
 
 namespace ptyvisor::backends::direct {
 namespace {
 
 // What the child tells the parent when it fails: the step and errno.
 enum class Step : int {
-    Cgroup = 1, Setsid, ControllingTty, Stdio, Groups, Gid, Uid, Chdir, Exec, BoundingSet, NoNewPrivs
+    Cgroup = 1, Setsid, ControllingTty, Stdio, Groups, Gid, Uid, Chdir, Exec, BoundingSet, NoNewPrivs, Nice
 };
 
 struct Failure {
@@ -81,9 +83,11 @@ void drop_bounding_set(int status_fd) {
 // Runs in the child: never returns.
 [[noreturn]] void become_session(const SessionSpec& spec, int status_fd,
                                  const std::vector<std::string>& candidates, char* const* argv,
-                                 char* const* envp, const rlimit& nofile) {
+                                 char* const* envp, const rlimit& nofile, int nice) {
     // The daemon raised its own descriptor limit; the command gets the usual one back.
     ::setrlimit(RLIMIT_NOFILE, &nofile);
+    // And its CPU priority: the session is the agent's, never above it (raise_relay_priority).
+    if (::setpriority(PRIO_PROCESS, 0, nice) < 0) child_fail(status_fd, Step::Nice);
     // The daemon blocks signals for sd-event; the command must start with a clean slate.
     sigset_t none;
     sigemptyset(&none);
@@ -172,6 +176,7 @@ Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why)
     const auto argv = c_array(spec.argv);
     const auto envp = c_array(spec.env);
     const rlimit nofile = original_nofile_limit();
+    const int nice = original_nice();
 
     int pidfd = -1;
     pid_t pid = clone_into(cgroup_dir, pidfd);
@@ -181,7 +186,7 @@ Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why)
         return out;
     }
     if (pid == 0)
-        become_session(spec, status_write.get(), candidates, argv.data(), envp.data(), nofile);
+        become_session(spec, status_write.get(), candidates, argv.data(), envp.data(), nofile, nice);
     out.pidfd.reset(pidfd);
     if (!out.pidfd) {
         why = std::string("pidfd_open: ") + std::strerror(errno);
@@ -210,6 +215,7 @@ std::string describe_exec_failure(const unsigned char* data, std::size_t size, c
         case Step::Chdir: return "cannot enter the working directory: " + err;
         case Step::BoundingSet: return "cannot drop the capability bounding set: " + err;
         case Step::NoNewPrivs: return "cannot set no_new_privs: " + err;
+        case Step::Nice: return "cannot restore the scheduling priority: " + err;
         case Step::Exec:
             if (f.error == ENOENT) return "command not found: " + command;
             return "cannot execute " + command + ": " + err;

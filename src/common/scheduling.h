@@ -1,0 +1,24 @@
+// The daemon's CPU priority against the sessions it relays.
+//
+// One daemon thread relays every session's bytes. Under a fair share per process, fifteen
+// sessions flooding output leave it one share among thirty, and the one session a person
+// types into waits behind them all (docs/performance.md, "Fairness"). So the daemon runs at a
+// lower nice value than its sessions, and in a scheduler autogroup of its own at that value
+// when it leads its process session (as systemd's services do; the kernel shares the CPU
+// between autogroups first, then between their processes).
+//
+// Invariants: the daemon never raises its nice value with this (a higher value is left
+// alone), and every session gets the original value back (original_nice): a session is the
+// agent's, never scheduled above it.
+#pragma once
+
+namespace ptyvisor {
+
+// Lowers this thread's nice value to `nice` (and the autogroup's, see above). Call it before
+// any thread exists: nice is per thread, and threads inherit it. 0 or -errno of setpriority.
+int raise_relay_priority(int nice);
+
+// The nice value the process started with.
+int original_nice();
+
+}  // namespace ptyvisor
