@@ -4,17 +4,21 @@
 # (through run.sh), runs ptyvisord in it as a notify service with the systemd backend, and:
 #
 #   with FileDescriptorStoreMax= (default 64): DETACHED detached sessions and RUNS
-#     `ptyvisor run` clients, each a numbered, checksummed stream, live through RESTARTS
-#     `systemctl restart` and KILLS `kill -9` of the daemon (Restart=on-failure); then every
-#     session must still be there, every stream must hash (SHA-256) to what its program wrote,
-#     and every `ptyvisor run` must have exited 0 with exactly its stream on stdout.
+#     `ptyvisor run` clients, each a numbered, checksummed stream, and (INTERACTIVE=1) one interactive
+#     bash through `ptyvisor run` with a background job, live through RESTARTS `systemctl
+#     restart`, KILLS `kill -9` of the daemon (Restart=on-failure) and UPGRADES upgrades (a new
+#     binary installed over the running one, then what the package's postinst does:
+#     daemon-reload and try-restart); then every session must still be there, every stream
+#     must hash (SHA-256) to what its program wrote, every `ptyvisor run` must have exited 0
+#     with exactly its stream on stdout, and bash's job must still run.
 #   with FD_STORE_MAX=0: today's behaviour, one restart ends every session and leaves no unit.
 #
 # It prints the daemon's unavailability after each restart and kill (from the restart command
 # to the first answered `ptyvisor ls`): a `ptyvisor run` pauses for about that long (it
-# retries every 50 ms). Environment: DETACHED (4), RUNS (2), RESTARTS (3), KILLS (3),
-# LINES (300 per stream, 20 per second), FD_STORE_MAX (64); SHOW_JOURNAL=1 prints the daemon's
-# journal. Run as root. Exit 0 on success.
+# retries every 50 ms), and the pauses the `ptyvisor run` clients measured themselves.
+# Environment: DETACHED (4), RUNS (2), INTERACTIVE (1), RESTARTS (3), KILLS (3), UPGRADES (1),
+# LINES (300 per stream), INTERVAL (0.05 s between lines), FD_STORE_MAX (64); SHOW_JOURNAL=1
+# prints the daemon's journal. Run as root. Exit 0 on success.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" != --inside ]; then
@@ -22,8 +26,8 @@ if [ "${1:-}" != --inside ]; then
     exec "$HERE/run.sh" "$0" --inside "$build"
 fi
 build=$2
-DETACHED=${DETACHED:-4} RUNS=${RUNS:-2} RESTARTS=${RESTARTS:-3} KILLS=${KILLS:-3}
-LINES=${LINES:-300} FD_STORE_MAX=${FD_STORE_MAX:-64}
+DETACHED=${DETACHED:-4} RUNS=${RUNS:-2} INTERACTIVE=${INTERACTIVE:-1} RESTARTS=${RESTARTS:-3} KILLS=${KILLS:-3}
+UPGRADES=${UPGRADES:-1} LINES=${LINES:-300} INTERVAL=${INTERVAL:-0.05} FD_STORE_MAX=${FD_STORE_MAX:-64}
 account=ptyvisor-test
 unit=ptyvisord-under-test.service
 failures=0
@@ -39,6 +43,8 @@ user = "$account"
 socket = "$run/ptyvisord.sock"
 backend = "systemd"
 state_directory = "$run/state"
+[limits]
+max_sessions = 32
 [timeouts]
 reattach = 30
 TOML
@@ -64,7 +70,7 @@ wait_serving() {
 }
 # The program of stream K, and the bytes it puts on its terminal (\n becomes \r\n).
 stream_program() {
-    echo "i=1; while [ \$i -le $LINES ]; do l=\"s$1 line \$i\"; echo \"\$l \$(echo \"\$l\" | sha256sum | cut -c1-16)\"; i=\$((i+1)); sleep 0.05; done"
+    echo "i=1; while [ \$i -le $LINES ]; do l=\"s$1 line \$i\"; echo \"\$l \$(echo \"\$l\" | sha256sum | cut -c1-16)\"; i=\$((i+1)); sleep $INTERVAL; done"
 }
 expected_stream() {
     local i l
@@ -91,13 +97,40 @@ for ((k = 1; k <= RUNS; k++)); do
         < <(sleep 3600) > "$run/run$k.out" 2> "$run/run$k.err" &
     run_pids+=($!)
 done
+if [ "$INTERACTIVE" = 1 ]; then
+    # An interactive shell whose input we type through a FIFO, with a job in the background.
+    mkfifo "$run/bash.in"
+    as_agent "$run/ptyvisor" run -- bash --norc --noprofile -i < "$run/bash.in" > "$run/bash.out" 2> "$run/bash.err" &
+    bash_pid=$!
+    exec 7> "$run/bash.in"
+    echo 'sleep 3600 & echo "JOB-STARTED-$((6 * 7))"' >&7
+    deadline=$(( $(now_ms) + 30000 ))
+    until grep -q JOB-STARTED-42 "$run/bash.out"; do
+        [ "$(now_ms)" -lt "$deadline" ] || { fail "bash did not start its job: $(cat "$run/bash.out" "$run/bash.err")"; break; }
+        sleep 0.1
+    done
+fi
 sleep 1  # every stream has begun (its first lines are in the logs)
 
 pauses=()
-for ((n = 1; n <= RESTARTS + KILLS; n++)); do
+round_kind() {
+    if [ "$1" -le "$RESTARTS" ]; then echo restart
+    elif [ "$1" -le $((RESTARTS + KILLS)) ]; then echo kill
+    else echo upgrade; fi
+}
+for ((n = 1; n <= RESTARTS + KILLS + UPGRADES; n++)); do
     from=$(now_ms)
-    if [ "$n" -le "$RESTARTS" ]; then
+    kind=$(round_kind "$n")
+    if [ "$kind" = restart ]; then
         systemctl restart "$unit" || fail "systemctl restart failed"
+    elif [ "$kind" = upgrade ]; then
+        # As dpkg does: the new file is renamed over the old one, then the postinst runs.
+        install -m 0755 "$build/src/server/ptyvisord" "$run/ptyvisord.new"
+        mv -f "$run/ptyvisord.new" "$run/ptyvisord"
+        systemctl daemon-reload
+        systemctl try-restart "$unit" || fail "systemctl try-restart failed"
+        exe=$(readlink "/proc/$(systemctl show -P MainPID "$unit")/exe")
+        [ "$exe" = "$run/ptyvisord" ] || fail "after the upgrade the daemon runs $exe"
     else
         old=$(systemctl show -P MainPID "$unit")
         kill -9 "$old"
@@ -108,7 +141,7 @@ for ((n = 1; n <= RESTARTS + KILLS; n++)); do
     pause=$(wait_serving "$from") || break
     pauses+=("$pause")
     listed=$(as_agent "$run/ptyvisor" ls --json | grep -o '"id"' | wc -l)
-    echo "round $n ($([ "$n" -le "$RESTARTS" ] && echo restart || echo kill -9)): daemon back after ${pause} ms, $listed sessions listed"
+    echo "round $n ($kind): daemon back after ${pause} ms, $listed sessions listed"
     sleep 0.5  # pacing: the streams run on between rounds
 done
 
@@ -116,11 +149,14 @@ if [ "$FD_STORE_MAX" = 0 ]; then
     # Today's behaviour: every session was cleaned at the first restart, nothing is left.
     listed=$(as_agent "$run/ptyvisor" ls --json | grep -o '"state": *"running"' | wc -l)
     [ "$listed" = 0 ] || fail "$listed sessions still running without the fd store"
+    if [ "$INTERACTIVE" = 1 ]; then exec 7>&-; wait "$bash_pid"; fi
     left=$(systemctl list-units --all --plain --no-legend 'ptyvisor-*' | grep -c ' active ' || true)
     [ "$left" = 0 ] || fail "$left session units left behind"
     for ((k = 1; k <= RUNS; k++)); do
         wait "${run_pids[k-1]}"
-        [ $? = 255 ] || fail "ptyvisor run $k did not report the lost session"
+        rc=$?
+        grep -q "session ended: shutdown" "$run/run$k.err" && [ "$rc" != 0 ] ||
+            fail "ptyvisor run $k exited $rc without reporting the shutdown: $(cat "$run/run$k.err")"
     done
 else
     for ((k = 1; k <= DETACHED; k++)); do
@@ -130,6 +166,14 @@ else
         want=$(expected_stream "d$k" | sha256sum | cut -d' ' -f1)
         [ "$got" = "$want" ] || fail "detached $k: stream hash $got, expected $want"
     done
+    if [ "$INTERACTIVE" = 1 ]; then
+        echo 'kill -0 %1 && echo "JOB-ALIVE-$((6 * 7))"; kill %1; exit 0' >&7
+        exec 7>&-
+        wait "$bash_pid"
+        rc=$?
+        grep -q JOB-ALIVE-42 "$run/bash.out" || fail "bash's job did not survive: $(tail -c 300 "$run/bash.out")"
+        [ "$rc" = 0 ] || fail "the bash session exited $rc: $(cat "$run/bash.err")"
+    fi
     for ((k = 1; k <= RUNS; k++)); do
         wait "${run_pids[k-1]}"
         rc=$?
@@ -142,8 +186,9 @@ fi
 # The pauses `ptyvisor run` itself measured (lost connection -> ATTACHED again), one per
 # re-attach: the figure a person at the terminal sees.
 client_pauses=()
-for ((k = 1; k <= RUNS; k++)); do
-    while read -r ms; do client_pauses+=("$ms"); done < <(sed -n 's/^ptyvisor: re-attached to the session after \([0-9]*\) ms$/\1/p' "$run/run$k.err")
+for f in "$run"/run*.err "$run"/bash.err; do
+    [ -e "$f" ] || continue
+    while read -r ms; do client_pauses+=("$ms"); done < <(sed -n 's/^ptyvisor: re-attached to the session after \([0-9]*\) ms$/\1/p' "$f")
 done
 # (Two rounds closer together than a client's retry may cost it one re-attach, not two.)
 if [ "$FD_STORE_MAX" != 0 ] && [ "${#client_pauses[@]}" -lt "$RUNS" ]; then
@@ -168,4 +213,4 @@ if [ "$failures" != 0 ]; then
     echo "restart.sh: $failures failures" >&2
     exit 1
 fi
-echo "restart.sh: OK ($DETACHED detached, $RUNS run, $RESTARTS restarts, $KILLS kill -9, fd store $FD_STORE_MAX)"
+echo "restart.sh: OK ($DETACHED detached, $RUNS run, interactive bash $INTERACTIVE, $RESTARTS restarts, $KILLS kill -9, $UPGRADES upgrades, fd store $FD_STORE_MAX)"
