@@ -68,15 +68,16 @@ wait_serving() {
     done
     echo $(( $(now_ms) - from ))
 }
-# The program of stream K, and the bytes it puts on its terminal (\n becomes \r\n).
+# The program of stream K, and the bytes it puts on its terminal (\n becomes \r\n): numbered
+# lines, each with a check value of its number (shell arithmetic: no process per line), and
+# the whole stream is compared by SHA-256.
 stream_program() {
-    echo "i=1; while [ \$i -le $LINES ]; do l=\"s$1 line \$i\"; echo \"\$l \$(echo \"\$l\" | sha256sum | cut -c1-16)\"; i=\$((i+1)); sleep $INTERVAL; done"
+    echo "i=1; while [ \$i -le $LINES ]; do echo \"s$1 line \$i check \$(( (i * 2654435761 + $2) % 4294967296 ))\"; i=\$((i+1)); sleep $INTERVAL; done"
 }
 expected_stream() {
-    local i l
+    local i
     for ((i = 1; i <= LINES; i++)); do
-        l="s$1 line $i"
-        printf '%s %s\r\n' "$l" "$(echo "$l" | sha256sum | cut -c1-16)"
+        printf 's%s line %s check %s\r\n' "$1" "$i" "$(( (i * 2654435761 + $2) % 4294967296 ))"
     done
 }
 
@@ -87,13 +88,13 @@ wait_serving "$(now_ms)" >/dev/null || exit 1
 
 ids=()
 for ((k = 1; k <= DETACHED; k++)); do
-    id=$(as_agent "$run/ptyvisor" run --detach -- sh -c "$(stream_program "d$k")") || fail "cannot start detached $k"
+    id=$(as_agent "$run/ptyvisor" run --detach -- sh -c "$(stream_program "d$k" "$k")") || fail "cannot start detached $k"
     ids+=("$id")
 done
 run_pids=()
 for ((k = 1; k <= RUNS; k++)); do
     # stdin stays open and silent (no ^D): the stream is the only thing on stdout.
-    as_agent "$run/ptyvisor" run -- sh -c "$(stream_program "r$k")" \
+    as_agent "$run/ptyvisor" run -- sh -c "$(stream_program "r$k" "$((100 + k))")" \
         < <(sleep 3600) > "$run/run$k.out" 2> "$run/run$k.err" &
     run_pids+=($!)
 done
@@ -161,9 +162,9 @@ if [ "$FD_STORE_MAX" = 0 ]; then
 else
     for ((k = 1; k <= DETACHED; k++)); do
         id=${ids[k-1]}
-        as_agent "$run/ptyvisor" wait "$id" --timeout 120 >/dev/null || fail "detached $k ($id) did not exit cleanly"
+        as_agent "$run/ptyvisor" wait "$id" --timeout 600 >/dev/null || fail "detached $k ($id) did not exit cleanly"
         got=$(as_agent "$run/ptyvisor" logs "$id" | sha256sum | cut -d' ' -f1)
-        want=$(expected_stream "d$k" | sha256sum | cut -d' ' -f1)
+        want=$(expected_stream "d$k" "$k" | sha256sum | cut -d' ' -f1)
         [ "$got" = "$want" ] || fail "detached $k: stream hash $got, expected $want"
     done
     if [ "$INTERACTIVE" = 1 ]; then
@@ -179,7 +180,7 @@ else
         rc=$?
         [ "$rc" = 0 ] || fail "ptyvisor run $k exited $rc: $(cat "$run/run$k.err")"
         got=$(sha256sum < "$run/run$k.out" | cut -d' ' -f1)
-        want=$(expected_stream "r$k" | sha256sum | cut -d' ' -f1)
+        want=$(expected_stream "r$k" "$((100 + k))" | sha256sum | cut -d' ' -f1)
         [ "$got" = "$want" ] || fail "ptyvisor run $k: stdout hash $got, expected $want ($(wc -c < "$run/run$k.out") bytes)"
     done
 fi
