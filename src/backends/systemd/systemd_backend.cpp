@@ -14,6 +14,7 @@
 #include "backends/systemd/systemd_session.h"
 #include "backends/systemd/unit_properties.h"
 #include "common/linux.h"
+#include "common/log.h"
 #include "common/process.h"
 
 namespace ptyvisor::backends {
@@ -158,6 +159,7 @@ bool SystemdBackend::cleanup_orphans(Clock::time_point deadline, std::string& wh
         const char* job = nullptr;
         if (sd_bus_message_read(reply.get(), "o", &job) > 0 && job && !wait.removed.count(job))
             wait.pending.insert(job);
+        log_info("cleaned up orphan session", {{"UNIT", u.name}});
     }
     while (!wait.pending.empty()) {
         r = sd_bus_process(bus, nullptr);
