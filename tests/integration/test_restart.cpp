@@ -275,6 +275,12 @@ TEST_F(Restart, ASessionThatCannotBeTakenBackIsCleanedUp) {
     ASSERT_EQ(sessions.size(), 1u) << d->log();
     EXPECT_EQ(sessions.front().id, kept);
     EXPECT_TRUE(wait_pidfd_exit(lost_process.get(), Millis(15000))) << "the session not taken back still runs";
+    // ... and reaped: it was the old run's child, so the new run must not keep it a zombie.
+    // Nothing outside the daemon can wait for a reap, so the check converges within a bound.
+    const std::string proc = "/proc/" + std::to_string(lost_pid);
+    const auto until = std::chrono::steady_clock::now() + Millis(10000);
+    while (::access(proc.c_str(), F_OK) == 0 && std::chrono::steady_clock::now() < until) ::usleep(10000);
+    EXPECT_NE(::access(proc.c_str(), F_OK), 0) << "the process not taken back is left a zombie";
     EXPECT_NE(d->log().find("cannot take back a session"), std::string::npos) << d->log();
     EXPECT_TRUE(d->running());
 }

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -303,6 +304,25 @@ private:
     SessionRecords records_;
     std::set<DirectSession*> live_;
     std::set<std::string> adopted_;  // units cleanup_orphans() leaves alone
+
+public:
+    // After a re-exec the earlier run's children are ours: those not taken back that have
+    // ended (cleanup_orphans() killed them) are reaped here, so that none stays a zombie.
+    void reap_stray_children() {
+        std::set<pid_t> watched;
+        for (const auto* s : live_) watched.insert(s->main_pid());
+        const auto children = read_small_file("/proc/self/task/" + std::to_string(::getpid()) + "/children");
+        if (!children) return;
+        std::size_t at = 0;
+        while (at < children->size()) {
+            const auto end = children->find(' ', at);
+            const std::string word = children->substr(at, end == std::string::npos ? std::string::npos : end - at);
+            at = end == std::string::npos ? children->size() : end + 1;
+            const long pid = std::strtol(word.c_str(), nullptr, 10);
+            if (pid > 1 && !watched.contains(static_cast<pid_t>(pid)))
+                ::waitpid(static_cast<pid_t>(pid), nullptr, WNOHANG);
+        }
+    }
     EventSource keep_inotify_;
     EventSource recheck_source_;
     std::vector<RecheckCallback> rechecks_;
@@ -476,6 +496,7 @@ bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& why
         }
         direct::remove_cgroup(c);
     }
+    reap_stray_children();
     return ok;
 }
 
