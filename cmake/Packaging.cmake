@@ -44,8 +44,9 @@ install(FILES "${PTYVISOR_SOURCE_ROOT}/README.md"
 
 # --- maintainer scripts --------------------------------------------------------------------
 # As debhelper would write them, minus enabling: nothing starts before the admin has set the
-# account. An upgrade restarts a running daemon (live sessions end with reason "shutdown";
-# the new daemon stops any leftover session unit before it listens).
+# account. An upgrade restarts a running daemon; with FileDescriptorStoreMax= in the unit (the
+# default) its running sessions go on under the new binary (docs/operations.md, "What
+# survives what"); without it they end with reason "shutdown".
 set(_pv_debian "${CMAKE_CURRENT_BINARY_DIR}/debian")
 file(MAKE_DIRECTORY "${_pv_debian}")
 file(WRITE "${_pv_debian}/conffiles" "${PTYVISOR_SYSCONF_DIR}/ptyvisor/ptyvisord.toml\n")

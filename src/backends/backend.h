@@ -142,6 +142,25 @@ public:
     // What must run before start(), off the loop; nullptr when nothing does.
     [[nodiscard]] virtual Resolver resolver() const { return nullptr; }
 
+    // Takes back a session an earlier run of this daemon started and handed over
+    // (server/session_handover.h): watches `spec.main_pid` again and reports its end through
+    // events.on_exited (on_started is not called again). Must be called before
+    // cleanup_orphans(), which then leaves the adopted units alone. Returns nullptr with
+    // `why` when the unit is not one this backend can recognise as that session's.
+    struct Adoption {
+        std::string unit;
+        pid_t main_pid = 0;
+        uid_t agent = 0;
+        std::string command;  // argv[0], for messages
+    };
+    [[nodiscard]] virtual bool can_adopt() const { return false; }
+    virtual std::unique_ptr<Session> adopt(const Adoption& spec, SessionEvents events, std::string& why) {
+        (void)spec;
+        (void)events;
+        why = "the " + std::string(name()) + " backend cannot take sessions back";
+        return nullptr;
+    }
+
     // Starts spec.argv on spec.tty, once resolver() has filled `spec`. Returns nullptr with `why` when it fails at once;
     // otherwise exactly one of events.on_started / on_start_failed follows.
     virtual std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events,

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -55,7 +56,7 @@ void note(const std::string& text) { std::cerr << text << '\n' << std::flush; }
 class Relay {
 public:
     Relay(client::Connection& connection, const RelayOptions& options)
-        : connection_(connection), options_(options), filter_(options.detach_keys), sink_(STDOUT_FILENO),
+        : connection_(&connection), options_(options), filter_(options.detach_keys), sink_(STDOUT_FILENO),
           stdout_is_tty_(::isatty(STDOUT_FILENO) == 1) {}
 
     // Runs until the session is over; returns our exit status. final_message() then holds
@@ -88,9 +89,8 @@ private:
     // Returns 0, or a negative errno with final_message() saying what could not be watched.
     int add_sources() {
         sd_event_source* s = nullptr;
-        int r = sd_event_add_io(loop_.get(), &s, connection_.fd(), EPOLLIN, &Relay::on_socket, this);
+        int r = watch_socket();
         if (r < 0) return failed(r, "watch the daemon socket"), r;
-        socket_source_.reset(s);
 
         if (!mode(RelayMode::Follow)) {
             // epoll refuses regular files and /dev/null; those are always "readable", so a
@@ -153,11 +153,11 @@ private:
     }
 
     void socket_ready(std::uint32_t revents) {
-        if ((revents & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) connection_.flush();
+        if ((revents & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) connection_->flush();
         if ((revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !result_ && sink_.empty()) {
             std::vector<client::Event> events;
             std::string why;
-            if (!connection_.read_events(events, why)) return finish_now(kFailure, "ptyvisor: " + why);
+            if (!connection_->read_events(events, why)) return finish_now(kFailure, "ptyvisor: " + why);
             for (auto& event : events) {
                 if (result_) break;
                 std::visit([this](auto& e) { handle(e); }, event);
@@ -166,17 +166,35 @@ private:
         }
     }
 
-    void handle(client::Started&) {}
+    void handle(client::Started& s) {
+        session_id_ = s.id;
+        offset_ = 0;
+    }
     void handle(client::Attached& a) {
+        session_id_ = a.reply.id;
+        offset_ = a.reply.offset;
+        if (reattach_deadline_) {
+            reattach_deadline_.reset();
+            // The pause this client saw, from the lost connection to the new ATTACHED (on a
+            // terminal it would land in the middle of the screen).
+            const auto paused = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - reattach_began_);
+            if (!options_.quiet && !stdout_is_tty_)
+                note("ptyvisor: re-attached to the session after " + std::to_string(paused.count()) + " ms");
+        }
         if (options_.requested_offset && a.reply.offset > *options_.requested_offset)
             note(dropped_before_note(a.reply.offset));
         // The session takes our terminal's size, and its program redraws for it.
         if (mode(RelayMode::Control) && options_.winch_fd >= 0)
-            if (auto size = terminal_size(options_.winch_fd)) connection_.queue_resize(*size);
+            if (auto size = terminal_size(options_.winch_fd)) connection_->queue_resize(*size);
     }
     // Straight to stdout from the frame (no copy into the sink) while stdout keeps up.
-    void handle(client::Output& o) { check_stdout_write(sink_.write_or_keep(o.bytes)); }
+    void handle(client::Output& o) {
+        offset_ += o.bytes.size();
+        check_stdout_write(sink_.write_or_keep(o.bytes));
+    }
     void handle(client::Dropped& d) {
+        offset_ = d.notice.offset;
         // Nothing on stdout: it carries the session's bytes only. On a terminal a note would
         // land in the middle of the screen being drawn.
         if (!stdout_is_tty_)
@@ -197,14 +215,73 @@ private:
     // One-shot replies never reach a session connection (Connection checks).
     template <class Other>
     void handle(Other&) {}
-    void handle(client::Closed&) { conclude(kFailure, "ptyvisor: connection to the daemon lost"); }
+    void handle(client::Closed&) {
+        if (can_reattach()) return begin_reattach();
+        conclude(kFailure, "ptyvisor: connection to the daemon lost");
+    }
+
+    // ---- Re-attaching after the daemon went away (RelayOptions::reattach_grace) ----
+
+    [[nodiscard]] bool can_reattach() const {
+        return controls() && !session_id_.empty() && options_.reattach_grace.count() > 0 && !options_.socket.empty() &&
+               !stopping_ && !detaching_ && !result_;
+    }
+
+    int watch_socket() {
+        sd_event_source* s = nullptr;
+        const int r = sd_event_add_io(loop_.get(), &s, connection_->fd(), EPOLLIN, &Relay::on_socket, this);
+        if (r >= 0) socket_source_.reset(s);
+        return r;
+    }
+
+    void begin_reattach() {
+        socket_source_.reset();  // the old connection stays until the next attempt replaces it
+        if (!reattach_deadline_) {
+            reattach_began_ = std::chrono::steady_clock::now();
+            reattach_deadline_ = reattach_began_ + options_.reattach_grace;
+        }
+        schedule_reattach();
+    }
+
+    void schedule_reattach() {
+        constexpr std::uint64_t kRetryUsec = 50'000;
+        std::uint64_t now = 0;
+        sd_event_now(loop_.get(), CLOCK_MONOTONIC, &now);
+        sd_event_source* s = nullptr;
+        const int r = sd_event_add_time(
+            loop_.get(), &s, CLOCK_MONOTONIC, now + kRetryUsec, 0,
+            [](sd_event_source*, std::uint64_t, void* self) {
+                auto* relay = static_cast<Relay*>(self);
+                return relay->guarded([relay] { relay->try_reattach(); });
+            },
+            this);
+        if (r < 0) return finish_now(kFailure, client::errno_message("ptyvisor: cannot wait to re-attach", r));
+        reattach_timer_.reset(s);
+    }
+
+    void try_reattach() {
+        client::Connection next;
+        std::string why;
+        const protocol::AttachRequest request{session_id_, {protocol::LogPosition::Kind::Offset, offset_}, false, false};
+        if (next.connect(options_.socket, why) && next.attach(request, why)) {
+            replacement_ = std::move(next);
+            connection_ = &*replacement_;
+            if (const int r = watch_socket(); r < 0)
+                return finish_now(kFailure, client::errno_message("ptyvisor: cannot watch the daemon socket", r));
+            connection_->flush();
+            return;
+        }
+        if (std::chrono::steady_clock::now() >= *reattach_deadline_)
+            return conclude(kFailure, "ptyvisor: connection to the daemon lost, and it did not come back: " + why);
+        schedule_reattach();
+    }
     void handle(client::ProtocolViolation& v) {
         conclude(kFailure, "ptyvisor: protocol error from the daemon: " + v.message);
     }
 
     void send_input(std::string_view bytes) {
         if (bytes.empty()) return;
-        connection_.queue_input(bytes);
+        connection_->queue_input(bytes);
         last_input_ = bytes.back();
     }
 
@@ -222,7 +299,7 @@ private:
                 if (controls()) send_input(forward);  // an observer's keys go nowhere
                 if (detach) request_detach();
             }
-            connection_.flush();
+            connection_->flush();
             return;
         }
         // End of input (or a read error, which ends it just the same). A terminal that hung
@@ -231,7 +308,7 @@ private:
         stdin_open_ = false;
         if (mode(RelayMode::Control)) send_input(filter_.held());
         if (mode(RelayMode::Run) && !options_.stdin_is_tty && !stopping_) send_input(end_of_input(last_input_));
-        connection_.flush();
+        connection_->flush();
     }
 
     void write_stdout() { check_stdout_write(sink_.write_some()); }
@@ -250,22 +327,22 @@ private:
     void request_detach() {
         if (detaching_) return;
         detaching_ = true;
-        connection_.queue_detach();
-        connection_.flush();
+        connection_->queue_detach();
+        connection_->flush();
     }
 
     void handle_signal(int sig) {
         if (sig == SIGWINCH) {
-            if (auto size = terminal_size(options_.winch_fd)) connection_.queue_resize(*size);
+            if (auto size = terminal_size(options_.winch_fd)) connection_->queue_resize(*size);
         } else if (mode(RelayMode::Follow)) {
             return finish_now(128 + sig, {});
         } else if (sig == SIGINT && controls()) {
             // Not from our terminal (raw mode turns ^C into a byte): pass it on, as ssh does.
-            connection_.queue_signal({.signal = SIGINT, .target = protocol::SignalTarget::Foreground});
+            connection_->queue_signal({.signal = SIGINT, .target = protocol::SignalTarget::Foreground});
         } else if (mode(RelayMode::Run) && !stopping_) {
             // SIGTERM, SIGHUP: ask the daemon to stop the session and wait for its EXIT.
             stopping_ = true;
-            connection_.queue_stop();
+            connection_->queue_stop();
         } else if (!mode(RelayMode::Run) && !detaching_) {
             // An attached client leaves the session running, as a detach key would.
             request_detach();
@@ -274,7 +351,7 @@ private:
             finish_now(128 + sig, options_.quiet ? std::string() : "ptyvisor: stopped waiting for the session to end");
             return;
         }
-        connection_.flush();
+        connection_->flush();
     }
 
     // The session's outcome is known; exit once the output before it has been written.
@@ -305,20 +382,27 @@ private:
         // Backpressure both ways: read the daemon only when our stdout has taken everything,
         // and read stdin only while the queue to the daemon is below its bound.
         const bool want_in = !result_ && sink_.empty();
-        const bool want_out = !result_ && connection_.wants_write();
+        const bool want_out = !result_ && connection_->wants_write();
         const std::uint32_t events = (want_in ? EPOLLIN : 0u) | (want_out ? EPOLLOUT : 0u);
+        if (!socket_source_) {  // re-attaching: nothing to read or write until connected
+            set_enabled(stdin_source_.get(), false);
+            set_enabled(stdout_source_.get(), !sink_.empty());
+            if (!sink_.empty() && stdout_source_ == nullptr) write_stdout();
+            return;
+        }
         if (events != 0) {
             if (const int r = sd_event_source_set_io_events(socket_source_.get(), events); r < 0)
                 return finish_now(kFailure, client::errno_message("ptyvisor: cannot watch the daemon socket", r));
         }
         set_enabled(socket_source_.get(), events != 0);
         set_enabled(stdin_source_.get(),
-                    stdin_open_ && !stopping_ && !detaching_ && !result_ && !connection_.output_full());
+                    stdin_open_ && !stopping_ && !detaching_ && !result_ && !connection_->output_full());
         set_enabled(stdout_source_.get(), !sink_.empty());
         if (!sink_.empty() && stdout_source_ == nullptr) write_stdout();
     }
 
-    client::Connection& connection_;
+    client::Connection* connection_;  // the caller's, or replacement_ after a re-attach
+    std::optional<client::Connection> replacement_;
     const RelayOptions& options_;
     DetachKeyFilter filter_;
     OutputSink sink_;
@@ -332,6 +416,12 @@ private:
     bool exiting_ = false;    // sd_event_exit called
     std::optional<char> last_input_;
     std::optional<int> result_;
+    // Re-attaching: the session, the next offset we expect, and until when we try.
+    std::string session_id_;
+    std::uint64_t offset_ = 0;
+    std::optional<std::chrono::steady_clock::time_point> reattach_deadline_;
+    std::chrono::steady_clock::time_point reattach_began_;
+    SourcePtr reattach_timer_;
     std::string message_;
 };
 
@@ -357,6 +447,15 @@ int block_relayed_signals() {
     if (const int e = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); e != 0) return -e;
     if (::signal(SIGPIPE, SIG_IGN) == SIG_ERR) return -errno;
     return 0;
+}
+
+std::chrono::milliseconds reattach_grace_from_environment() {
+    const char* text = std::getenv("PTYVISOR_REATTACH_SECONDS");
+    if (text == nullptr || *text == '\0') return std::chrono::seconds(30);
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (*end != '\0' || !(seconds >= 0) || seconds > 86400) return std::chrono::seconds(30);
+    return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
 }
 
 std::string dropped_before_note(std::uint64_t offset) {

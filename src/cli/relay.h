@@ -17,6 +17,7 @@
 // stdout is not a terminal, a note on stderr says what was lost.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,7 +41,15 @@ struct RelayOptions {
     std::string detach_keys;     // Control, Observe: the bytes that detach; empty for none
     // Follow: the offset asked for; ATTACHED's offset past it means older output was dropped.
     std::optional<std::uint64_t> requested_offset;
+    // Run, Control: when the daemon goes away (a restart that keeps sessions, docs/
+    // operations.md), connect to `socket` again and ATTACH by id from the next offset
+    // expected, for up to `reattach_grace`: no byte twice, none missed. Zero: no re-attach.
+    std::string socket;
+    std::chrono::milliseconds reattach_grace{0};
 };
+
+// The re-attach grace: env PTYVISOR_REATTACH_SECONDS (0 turns re-attaching off), else 30 s.
+std::chrono::milliseconds reattach_grace_from_environment();
 
 // Runs until the session is over (or we detached); returns our exit status. `message` is
 // then what to print on stderr once the terminal has been restored.

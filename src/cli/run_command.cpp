@@ -87,8 +87,8 @@ int run_session(const RunOptions& options, std::string& message) {
     int winch_fd = -1;
     if (!start_options(options, start, winch_fd, why)) return failure(message, why);
     client::Connection connection;
-    if (!connection.connect(resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)), why))
-        return failure(message, why);
+    const std::string socket = resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable));
+    if (!connection.connect(socket, why)) return failure(message, why);
     if (options.detach) return start_detached(connection, start, message);
     // Raw before START: keys typed from now on reach the session as they are, and no
     // ^C typed early is turned into a local signal that flushes typed-ahead input.
@@ -101,6 +101,8 @@ int run_session(const RunOptions& options, std::string& message) {
     relay.stdin_is_tty = raw.has_value();
     relay.winch_fd = winch_fd;
     relay.quiet = options.quiet;
+    relay.socket = socket;
+    relay.reattach_grace = reattach_grace_from_environment();
     return relay_session(connection, relay, message);
 }
 

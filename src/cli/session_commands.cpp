@@ -431,6 +431,8 @@ int attach_session(const AttachOptions& options, std::string& message) {
         return fail(client::errno_message("cannot set raw mode", r));
     if (!connection.attach(request, why)) return fail(why);
     relay.stdin_is_tty = raw.has_value();
+    relay.socket = socket_path(options.socket);
+    relay.reattach_grace = reattach_grace_from_environment();
     if (!options.observe)
         relay.winch_fd = ::isatty(STDIN_FILENO) ? STDIN_FILENO : ::isatty(STDOUT_FILENO) ? STDOUT_FILENO : -1;
     return relay_session(connection, relay, message);

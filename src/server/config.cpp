@@ -167,12 +167,13 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
         r.count(*t, "output_log_bytes", 65536, 1 << 30, c.limits.output_log_bytes);
     }
     if (const auto* t = subtable(r, root, "timeouts")) {
-        r.only(*t, {"handshake", "operation", "drain", "cleanup", "retention"});
+        r.only(*t, {"handshake", "operation", "drain", "cleanup", "retention", "reattach"});
         r.seconds(*t, "handshake", c.timeouts.handshake);
         r.seconds(*t, "operation", c.timeouts.operation);
         r.seconds(*t, "drain", c.timeouts.drain);
         r.seconds(*t, "cleanup", c.timeouts.cleanup);
         r.seconds(*t, "retention", c.timeouts.retention);
+        r.seconds(*t, "reattach", c.timeouts.reattach);
     }
     if (const auto* t = subtable(r, root, "recording")) {
         r.only(*t, {"directory", "max_bytes", "retention"});

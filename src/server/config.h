@@ -31,6 +31,7 @@ struct Timeouts {
     std::chrono::duration<double> drain{2.0};       // output drain after the command exits
     std::chrono::duration<double> cleanup{15.0};    // stopping one session, of its own
     std::chrono::duration<double> retention{300.0}; // an exited detached session's status and log
+    std::chrono::duration<double> reattach{30.0};   // a bound session waits for its client after a handover
 };
 
 // Sessions recorded as asciicast v2 files (server/recording.h).

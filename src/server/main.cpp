@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "backends/factory.h"
@@ -20,6 +21,7 @@
 #include "server/config.h"
 #include "server/listener.h"
 #include "server/server.h"
+#include "server/session_handover.h"
 
 namespace {
 
@@ -35,6 +37,10 @@ struct Flags {
     std::optional<std::string> socket, backend, user, state_directory;
     std::vector<std::string> allow_units;
     bool check_config = false;
+    // For a re-exec (server_handover.cpp): our binary's path as it was at start (a package
+    // upgrade replaces the file there), and our arguments.
+    std::string binary;
+    std::vector<std::string> argv;
 };
 
 // Loads the file (if any) and the flags over the defaults. False with `why`.
@@ -116,18 +122,32 @@ int run(const Flags& flags) {
         log_error("cannot start the backend", {{"BACKEND", config.backend}, {"ERROR", why}});
         return 1;
     }
+    // What an earlier run handed over (server/session_handover.h) is taken back first, so
+    // that cleanup_orphans() ends only what could not be.
+    server::HandedOver handed;
+    server::collect_handed_over(handed);
     const auto deadline = backends::Clock::now() +
                           std::chrono::duration_cast<backends::Clock::duration>(config.timeouts.cleanup);
-    if (!backend->cleanup_orphans(deadline, why)) {
+    const std::string socket_path = config.socket;
+    const gid_t socket_group = account.gid;
+    server::Server srv(std::move(config), std::move(account), std::move(backend), event.get());
+    srv.set_reexec(flags.binary, flags.argv);
+    // Three descriptors per session (server/session_handover.h).
+    if (const unsigned max = server::own_fd_store_max(); max >= 3) {
+        srv.set_fd_store(true);
+        log_info("keeping sessions in the fd store", {{"FD_STORE_MAX", std::to_string(max)}});
+    }
+    if (!handed.sessions.empty())
+        log_info("sessions handed over", {{"TAKEN_BACK", std::to_string(srv.adopt(handed))}});
+    if (!srv.backend().cleanup_orphans(deadline, why)) {
         log_error("cannot clean up orphan sessions", {{"ERROR", why}});
         return 1;
     }
-    UniqueFd listener;
-    if (!server::open_listener(config.socket, account.gid, listener, why)) {
-        log_error("cannot listen", {{"SOCKET", config.socket}, {"ERROR", why}});
+    UniqueFd listener = std::move(handed.listener);
+    if (!listener && !server::open_listener(socket_path, socket_group, listener, why)) {
+        log_error("cannot listen", {{"SOCKET", socket_path}, {"ERROR", why}});
         return 1;
     }
-    server::Server srv(std::move(config), std::move(account), std::move(backend), event.get());
     if (srv.init(std::move(listener)) < 0) return 1;  // init() said what failed
     return srv.serve();
 }
@@ -147,6 +167,9 @@ int main(int argc, char** argv) {
     app.add_option("--state-directory", flags.state_directory, "where live sessions are recorded");
     app.add_flag("--check-config", flags.check_config, "validate the configuration and exit");
     CLI11_PARSE(app, argc, argv);
+    flags.argv.assign(argv, argv + argc);
+    std::error_code ec;
+    flags.binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
     flags.config_given = config_opt->count() > 0;
     return run(flags);
 }

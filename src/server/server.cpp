@@ -130,9 +130,9 @@ int Server::init(UniqueFd listener) {
         static_cast<Server*>(self)->begin_shutdown();
         return 0;
     };
-    // SIGHUP would end us without cleanup; configuration is read at start only, so say so.
-    auto on_hangup = [](sd_event_source*, const signalfd_siginfo*, void*) {
-        log_notice("SIGHUP ignored: restart ptyvisord to apply a new configuration");
+    // SIGHUP: re-exec, keeping the sessions (server_handover.cpp), where that is possible.
+    auto on_hangup = [](sd_event_source*, const signalfd_siginfo*, void* self) {
+        static_cast<Server*>(self)->on_hangup();
         return 0;
     };
     if (int r = add_signal(sigterm_source_, SIGTERM, on_stop); r < 0) return r;
@@ -347,6 +347,7 @@ void Server::reap() {
 
 void Server::begin_shutdown() {
     if (shutting_down_) return;
+    if (fd_store_ && own_unit_restarting()) return exit_keeping_sessions();  // server_handover.cpp
     shutting_down_ = true;
     log_info("shutting down", {{"SESSIONS", std::to_string(admission_.sessions())}});
     sd_notify(0, "STOPPING=1\nSTATUS=Ending sessions");

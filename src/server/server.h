@@ -26,6 +26,7 @@
 #include "server/config.h"
 #include "server/connection.h"
 #include "server/recording.h"
+#include "server/session_handover.h"
 #include "server/session_registry.h"
 
 namespace ptyvisor::server {
@@ -74,6 +75,21 @@ public:
     void retire(Connection* connection);
     void fail_closed(const std::string& why);
 
+    // Handover (server_handover.cpp; server/session_handover.h).
+    // What SIGHUP re-execs, with which arguments; an empty binary: SIGHUP is only logged.
+    void set_reexec(std::string binary, std::vector<std::string> argv) {
+        reexec_binary_ = std::move(binary);
+        reexec_argv_ = std::move(argv);
+    }
+    // Takes back the sessions an earlier run handed over, before init(); what cannot be
+    // taken back is closed and logged (cleanup_orphans() then ends its processes).
+    // Returns how many were taken back.
+    std::size_t adopt(HandedOver& handed);
+    // Whether running sessions are kept in the service manager's fd store: then SIGTERM
+    // leaves them running for the next start instead of ending them (docs/operations.md).
+    void set_fd_store(bool on) { fd_store_ = on; }
+    [[nodiscard]] bool fd_store() const { return fd_store_; }
+
 private:
     int add_signal(EventSource& out, int signal, sd_event_signal_handler_t handler);
     void on_accept();
@@ -86,6 +102,8 @@ private:
     void schedule_reap();
     void reap();
     void maybe_exit();
+    void on_hangup();
+    void try_reexec();
 
     Config config_;
     backends::Account account_;
@@ -107,6 +125,12 @@ private:
     std::optional<gid_t> observer_group_;
     bool shutting_down_ = false;
     bool failed_ = false;
+    std::string reexec_binary_;
+    std::vector<std::string> reexec_argv_;
+    bool reexec_pending_ = false;
+    bool fd_store_ = false;
+    void exit_keeping_sessions();
+    EventSource reexec_timer_;
 };
 
 }  // namespace ptyvisor::server

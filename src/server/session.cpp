@@ -134,6 +134,7 @@ void Session::on_started(pid_t pid) {
     log_info("session started", {{"UNIT", unit_}, {"MAIN_PID", std::to_string(pid)}});
     const auto clients = clients_;
     for (const auto& [client, role] : clients) client->session_started();
+    store_for_handover(false);
     write_held_input();
     update_terminal_events();
     if (stop_after_start_) stop(ExitReason::Stopped);
@@ -158,6 +159,7 @@ void Session::attach(SessionClient* client, Role role) {
             previous->session_taken_over();
         }
         controller_ = client;
+        reattach_timer_.reset();  // an adopted session's controller is back
     }
     clients_.emplace_back(client, role);
     update_terminal_events();
@@ -173,6 +175,7 @@ void Session::detach(SessionClient* client, bool disconnected) {
 
 void Session::make_detached() {
     detached_ = true;
+    if (stored_) store_for_handover(true);  // the next run must know it is detached
     update_terminal_events();
 }
 
@@ -420,9 +423,11 @@ void Session::finish(protocol::ExitStatus status) {
     set_bulk(false);
     terminal_source_.reset();
     drain_timer_.reset();
+    reattach_timer_.reset();
     master_.reset();
     recorder_.reset();
     held_input_.clear();
+    unstore_for_handover();
     release_slot();
     if (!start_failed_)
         log_info("session ended", {{"UNIT", unit_}, {"REASON", std::string(protocol::to_string(status.reason))},
@@ -433,6 +438,7 @@ void Session::finish(protocol::ExitStatus status) {
 }
 
 void Session::abandon() {
+    unstore_for_handover();  // failing closed: the next start cleans it up, never takes it back
     backend_session_.reset();  // its processes are left to the next run's cleanup_orphans
     set_bulk(false);
     terminal_source_.reset();
@@ -444,6 +450,94 @@ void Session::release_slot() {
     if (!holds_slot_) return;
     holds_slot_ = false;
     server_.admission().release_session();
+}
+
+}  // namespace ptyvisor::server
+
+// ---- Handover (server/session_handover.h) --------------------------------------------------
+
+namespace ptyvisor::server {
+
+bool Session::can_hand_over() const {
+    return state_ == State::Running && started_ && !ending_ && master_ && log_ && backend_session_;
+}
+
+HandoverRecord Session::handover_record() const {
+    HandoverRecord r;
+    r.id = id_;
+    r.unit = unit_;
+    r.argv = argv_;
+    r.cwd = cwd_;
+    r.created = created_;
+    r.starter_pid = starter_pid_;
+    r.main_pid = main_pid_;
+    r.detached = detached_;
+    r.size = size_;
+    r.bytes_in = bytes_in_;
+    return r;
+}
+
+bool Session::adopt(const HandoverRecord& record, UniqueFd master, std::unique_ptr<OutputLog> log, std::string& why) {
+    backends::SessionEvents events;
+    events.on_exited = guarded("session exited", [this](protocol::ExitStatus s) { on_exited(std::move(s)); });
+    const backends::Backend::Adoption adoption{unit_, record.main_pid, server_.account().uid, record.argv.front()};
+    backend_session_ = server_.backend().adopt(adoption, std::move(events), why);
+    if (!backend_session_) return false;
+    argv_ = record.argv;
+    cwd_ = record.cwd;
+    created_ = record.created;
+    starter_pid_ = record.starter_pid;
+    size_ = record.size;
+    bytes_in_ = record.bytes_in;
+    main_pid_ = record.main_pid;
+    log_ = std::move(log);
+    master_ = std::move(master);
+    state_ = State::Running;
+    started_ = true;
+    holds_slot_ = server_.admission().reserve_session();
+    if (!holds_slot_) log_warning("adopted session exceeds max_sessions", {{"UNIT", unit_}});
+    if (const int r = add_io(server_.event(), terminal_source_, master_.get(), 0,
+                             guarded("terminal", [this](std::uint32_t revents) { on_terminal(revents); }));
+        r < 0) {
+        log_error_errno(r, "cannot watch an adopted terminal", {{"UNIT", unit_}});
+        stop(ExitReason::OutputFailed);
+        return true;  // it is ours now, and ending
+    }
+    if (!detached_) {
+        // Its client lost its connection with the old run: it has this long to come back.
+        add_timer(server_.event(), reattach_timer_, usec(server_.config().timeouts.reattach),
+                  guarded("reattach timer", [this] {
+                      if (controller_) return;
+                      log_info("session's client did not come back", {{"UNIT", unit_}});
+                      stop(ExitReason::Disconnected);
+                  }));
+    }
+    stored_ = server_.fd_store();  // it came from the store, where its descriptors still are
+    update_terminal_events();
+    return true;
+}
+
+void Session::store_for_handover(bool replace) {
+    if (!server_.fd_store() || !master_ || !log_) return;
+    UniqueFd meta;
+    if (const int r = make_sealed_memfd("ptyvisor-meta", encode_handover(handover_record()), meta); r < 0) {
+        log_error_errno(r, "cannot keep the session's metadata; it will not survive a restart", {{"UNIT", unit_}});
+        return;
+    }
+    if (replace) {
+        fd_store_remove(handover_name("meta", id_));
+    } else {
+        fd_store_add(handover_name("pty", id_), master_.get());
+        fd_store_add(handover_name("log", id_), log_->fd());
+    }
+    fd_store_add(handover_name("meta", id_), meta.get());
+    stored_ = true;
+}
+
+void Session::unstore_for_handover() {
+    if (!stored_) return;
+    stored_ = false;
+    for (const char* kind : {"pty", "log", "meta"}) fd_store_remove(handover_name(kind, id_));
 }
 
 }  // namespace ptyvisor::server

@@ -33,6 +33,7 @@
 #include "common/unique_fd.h"
 #include "protocol/payloads.h"
 #include "server/output_log.h"
+#include "server/session_handover.h"
 #include "server/session_roles.h"
 
 namespace ptyvisor::server {
@@ -132,6 +133,21 @@ public:
     // ends them.
     void abandon();
 
+    // Handover (server/session_handover.h, server_handover.cpp).
+    // Whether the session can be handed over now: Running (not starting, not ending).
+    [[nodiscard]] bool can_hand_over() const;
+    [[nodiscard]] HandoverRecord handover_record() const;
+    [[nodiscard]] int terminal_fd() const { return master_.get(); }
+    // Takes back a session an earlier run handed over: Running, with no client; a bound one
+    // waits timeouts.reattach for its controller and then ends as at a disconnect. False
+    // with `why` when the backend does not recognise it (nothing is then owned).
+    bool adopt(const HandoverRecord& record, UniqueFd master, std::unique_ptr<OutputLog> log, std::string& why);
+    // With the service manager's fd store in use (Server::fd_store()): the session's
+    // descriptors go there once it runs, its metadata again when it changes, and all leave
+    // when it ends.
+    void store_for_handover(bool replace);
+    void unstore_for_handover();
+
 private:
     void on_started(pid_t pid);
     void on_start_failed(const std::string& why);
@@ -172,10 +188,12 @@ private:
     std::unique_ptr<Recorder> recorder_;  // when sessions are recorded (server/recording.h)
     UniqueFd master_;
     EventSource terminal_source_, drain_timer_;
+    EventSource reattach_timer_;  // an adopted bound session waits for its controller
     std::unique_ptr<backends::Session> backend_session_;
     protocol::WindowSize size_;
     pid_t main_pid_ = 0;
     bool holds_slot_ = false;
+    bool stored_ = false;  // in the fd store
 
     std::vector<std::pair<SessionClient*, Role>> clients_;
     SessionClient* controller_ = nullptr;

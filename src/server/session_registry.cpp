@@ -18,6 +18,17 @@ Session& SessionRegistry::create(bool detached) {
     return s;
 }
 
+void SessionRegistry::insert_adopted(std::unique_ptr<Session> session) {
+    const std::string id = session->id();
+    sessions_.emplace(id, std::move(session));
+}
+
+std::vector<Session*> SessionRegistry::all_mutable() const {
+    std::vector<Session*> out;
+    for (const auto& [id, s] : sessions_) out.push_back(s.get());
+    return out;
+}
+
 Session* SessionRegistry::find(const std::string& id) const {
     const auto it = sessions_.find(id);
     return it == sessions_.end() ? nullptr : it->second.get();

@@ -27,9 +27,12 @@ public:
 
     // A new session, not yet started, under a fresh unit name.
     Session& create(bool detached);
+    // A session taken back from an earlier run (Session::adopt succeeded).
+    void insert_adopted(std::unique_ptr<Session> session);
     [[nodiscard]] Session* find(const std::string& id) const;
     // Oldest first (in the order they were created).
     [[nodiscard]] std::vector<const Session*> all() const;
+    [[nodiscard]] std::vector<Session*> all_mutable() const;
     [[nodiscard]] std::size_t running() const;
     [[nodiscard]] bool empty() const { return sessions_.empty(); }
 

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -53,6 +54,10 @@ public:
     ~DirectSession() override;
 
     int watch() {
+        if (!exec_status_) {
+            exec_done_ = true;  // adopted: it exec'd under the run that started it
+            return add_io(event_, exit_source_, pidfd_.get(), EPOLLIN, [this](std::uint32_t) { on_exit(); });
+        }
         int r = add_io(event_, exec_source_, exec_status_.get(), EPOLLIN,
                        [this](std::uint32_t) { on_exec_status(); });
         if (r < 0) return r;
@@ -239,6 +244,9 @@ public:
         return session;
     }
 
+    bool can_adopt() const override { return true; }
+    std::unique_ptr<Session> adopt(const Adoption& spec, SessionEvents events, std::string& why) override;
+
     PeerVerdict check_peer(const Peer& peer, std::string& why) override {
         const auto cgroup = process_cgroup(peer.pidfd);
         if (root_) {
@@ -273,7 +281,10 @@ public:
     // The session object is going; its processes and record may stay (backend.h).
     void forget(DirectSession* s) { live_.erase(s); }
     // Every process of the session has ended: its record goes.
-    void ended(DirectSession* s) { records_.remove(s->unit()); }
+    void ended(DirectSession* s) {
+        records_.remove(s->unit());
+        adopted_.erase(s->unit());
+    }
 
     // Never Unsure (no MainPID cache here), so there is nothing to refresh; the answer still
     // comes from the loop, as the interface promises.
@@ -292,6 +303,26 @@ private:
     std::optional<CgroupRoot> root_;
     SessionRecords records_;
     std::set<DirectSession*> live_;
+    std::set<std::string> adopted_;  // units cleanup_orphans() leaves alone
+
+public:
+    // After a re-exec the earlier run's children are ours: those not taken back that have
+    // ended (cleanup_orphans() killed them) are reaped here, so that none stays a zombie.
+    void reap_stray_children() {
+        std::set<pid_t> watched;
+        for (const auto* s : live_) watched.insert(s->main_pid());
+        const auto children = read_small_file("/proc/self/task/" + std::to_string(::getpid()) + "/children");
+        if (!children) return;
+        std::size_t at = 0;
+        while (at < children->size()) {
+            const auto end = children->find(' ', at);
+            const std::string word = children->substr(at, end == std::string::npos ? std::string::npos : end - at);
+            at = end == std::string::npos ? children->size() : end + 1;
+            const long pid = std::strtol(word.c_str(), nullptr, 10);
+            if (pid > 1 && !watched.contains(static_cast<pid_t>(pid)))
+                ::waitpid(static_cast<pid_t>(pid), nullptr, WNOHANG);
+        }
+    }
     EventSource keep_inotify_;
     EventSource recheck_source_;
     std::vector<RecheckCallback> rechecks_;
@@ -385,11 +416,56 @@ bool wait_cgroup_empty(const std::string& path, Clock::time_point deadline) {
     return true;
 }
 
+// Only a session this daemon's earlier run started, recorded and still parents: the record
+// names the same leader with the same start time, and the leader is our child (we re-exec'd
+// into this process; after a crash there is no such child and nothing is adopted).
+std::unique_ptr<Session> DirectBackend::adopt(const Adoption& spec, SessionEvents events, std::string& why) {
+    std::optional<SessionRecord> record;
+    for (auto& r : records_.list())
+        if (r.unit == spec.unit) record = std::move(r);
+    if (!record) {
+        why = "no record of unit " + spec.unit;
+        return nullptr;
+    }
+    if (record->leader != spec.main_pid) {
+        why = "the record names another main process";
+        return nullptr;
+    }
+    if (!record->cgroup.empty() && (!root_ || record->cgroup != root_->path() + "/" + spec.unit)) {
+        why = "the record names another cgroup";
+        return nullptr;
+    }
+    direct::Spawned pinned;
+    pinned.pid = spec.main_pid;
+    pinned.pidfd.reset(pidfd_open(spec.main_pid));
+    if (!pinned.pidfd || direct::process_start_time(spec.main_pid) != record->start_time) {
+        why = "the main process is gone or is another one";
+        return nullptr;
+    }
+    siginfo_t info{};
+    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pinned.pidfd.get()), &info,
+                 WEXITED | WNOHANG | WNOWAIT) < 0) {
+        why = std::string("the main process is not ours to wait for: ") + std::strerror(errno);
+        return nullptr;
+    }
+    const std::string cgroup_path = record->cgroup.empty() ? std::string() : root_->relative() + "/" + spec.unit;
+    auto session = std::make_unique<DirectSession>(*this, options_.event, spec.unit, record->cgroup, cgroup_path,
+                                                   spec.agent, std::move(pinned), std::move(events), spec.command);
+    if (const int r = session->watch(); r < 0) {
+        why = std::string("cannot watch the session: ") + std::strerror(-r);
+        return nullptr;  // left running, recorded: cleanup_orphans() ends it
+    }
+    live_.insert(session.get());
+    adopted_.insert(spec.unit);
+    return session;
+}
+
 bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& why) {
     bool ok = true;
     std::set<std::string> cgroups;
     // list() hands out only records this daemon could have written; it removes the rest.
     for (const auto& r : records_.list()) {
+        if (adopted_.contains(r.unit)) continue;
         if (!r.cgroup.empty()) {
             cgroups.insert(r.cgroup);
         } else if (r.leader > 0) {
@@ -405,7 +481,8 @@ bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& why
     }
     // A crash between mkdir and the record leaves a cgroup with no record: clean those too.
     if (root_)
-        for (const auto& c : root_->children()) cgroups.insert(c);
+        for (const auto& c : root_->children())
+            if (!adopted_.contains(c.substr(c.rfind('/') + 1))) cgroups.insert(c);
     for (const auto& c : cgroups) {
         if (const int e = direct::kill_cgroup(c); e != 0) {
             why = "cannot kill orphan cgroup " + c + ": " + std::strerror(e);
@@ -419,6 +496,7 @@ bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& why
         }
         direct::remove_cgroup(c);
     }
+    reap_stray_children();
     return ok;
 }
 

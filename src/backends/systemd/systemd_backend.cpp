@@ -14,6 +14,7 @@
 #include "backends/systemd/systemd_session.h"
 #include "backends/systemd/unit_properties.h"
 #include "common/linux.h"
+#include "common/log.h"
 #include "common/process.h"
 
 namespace ptyvisor::backends {
@@ -137,6 +138,7 @@ bool SystemdBackend::cleanup_orphans(Clock::time_point deadline, std::string& wh
     std::vector<Listed> units;
     if (!list_session_units(bus, options_.unit_prefix, units, why)) return false;
     for (const auto& u : units) {
+        if (adopted_.contains(u.name)) continue;  // taken back from the fd store: it runs on
         BusError error;
         sd_bus_message* raw = nullptr;
         if (u.active_state == "inactive" || u.active_state == "failed") {
@@ -157,6 +159,7 @@ bool SystemdBackend::cleanup_orphans(Clock::time_point deadline, std::string& wh
         const char* job = nullptr;
         if (sd_bus_message_read(reply.get(), "o", &job) > 0 && job && !wait.removed.count(job))
             wait.pending.insert(job);
+        log_info("cleaned up orphan session", {{"UNIT", u.name}});
     }
     while (!wait.pending.empty()) {
         r = sd_bus_process(bus, nullptr);
@@ -172,7 +175,7 @@ bool SystemdBackend::cleanup_orphans(Clock::time_point deadline, std::string& wh
     if (!list_session_units(bus, options_.unit_prefix, units, why)) return false;
     std::string still;
     for (const auto& u : units)
-        if (u.active_state != "inactive" && u.active_state != "failed")
+        if (u.active_state != "inactive" && u.active_state != "failed" && !adopted_.contains(u.name))
             still += (still.empty() ? "" : ", ") + u.name + " (" + u.active_state + ")";
     if (!still.empty()) {
         why = "leftover session units did not stop in time: " + still;
@@ -264,6 +267,22 @@ std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents e
                                                     std::move(events));
     if (!session->begin(svc, why)) return nullptr;
     // `spec` (and our copy of the tty) closes here; the message carries its own dup.
+    return session;
+}
+
+// A unit of ours whose main process is the one the handover names, and in that unit.
+std::unique_ptr<Session> SystemdBackend::adopt(const Adoption& spec, SessionEvents events, std::string& why) {
+    if (!is_session_unit_name(spec.unit, options_.unit_prefix)) {
+        why = "invalid session unit name: " + spec.unit;
+        return nullptr;
+    }
+    if (!conn_->connected()) {
+        why = "not connected to the system bus";
+        return nullptr;
+    }
+    auto session = std::make_unique<SystemdSession>(conn_, spec.unit, spec.agent, std::move(events));
+    if (!session->adopt(spec.main_pid, why)) return nullptr;
+    adopted_.insert(spec.unit);
     return session;
 }
 

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,8 @@ public:
     // systemd by name) as the agent.
     [[nodiscard]] Resolver resolver() const override;
     std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events, std::string& why) override;
+    [[nodiscard]] bool can_adopt() const override { return true; }
+    std::unique_ptr<Session> adopt(const Adoption& spec, SessionEvents events, std::string& why) override;
     PeerVerdict check_peer(const Peer& peer, std::string& why) override;
     void recheck(RecheckCallback done) override;
 
@@ -42,6 +45,7 @@ public:
 
 private:
     BackendOptions options_;
+    std::set<std::string> adopted_;  // units cleanup_orphans() leaves alone
     std::shared_ptr<systemd::BusConnection> conn_;
     std::unique_ptr<systemd::MainPidTracker> tracker_;
 };

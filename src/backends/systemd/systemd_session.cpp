@@ -153,6 +153,42 @@ bool SystemdSession::begin(const TransientService& service, std::string& why) {
     return true;
 }
 
+bool SystemdSession::adopt(pid_t main_pid, std::string& why) {
+    if (path_.empty()) {
+        why = "invalid unit name: " + unit_;
+        return false;
+    }
+    auto main = PidRef::pin(main_pid);
+    if (!main) {
+        why = "the main process is gone";
+        return false;
+    }
+    learn_cgroup(*main);
+    if (cgroup_.empty()) {
+        why = "the main process is not in unit " + unit_;
+        return false;
+    }
+    if (!add_matches() || !lifecycle_.watch() || !lifecycle_.send_start() || !lifecycle_.start()) {
+        why = "cannot watch unit " + unit_ + " on the bus";
+        return false;
+    }
+    main_pid_ = main_pid;
+    if (!main->by_pid()) {
+        UniqueFd fd = std::move(*main).take_pidfd();
+        sd_event_source* s = nullptr;
+        if (sd_event_add_io(conn_->event(), &s, fd.get(), EPOLLIN, &SystemdSession::on_main_pidfd, this) >= 0) {
+            main_pidfd_source_.reset(s);
+            main_pidfd_ = std::move(fd);
+        }
+    }
+    if (!main_pidfd_) main_gone_ = true;
+    // The earlier run's reference went with its bus connection: take ours, then re-read.
+    ref_held_ = true;
+    ref_confirmed_ = false;
+    bus_ready(false);
+    return true;
+}
+
 void SystemdSession::start_replied(sd_bus_message* m) {
     if (!lifecycle_.is(Phase::Starting)) return;
     if (sd_bus_message_is_method_error(m, nullptr)) {

@@ -73,6 +73,11 @@ public:
 
     // Installs the matches and sends StartTransientUnit. False with `why` on a local failure.
     bool begin(const TransientService& service, std::string& why);
+    // Instead of begin(), for a unit an earlier run of the daemon started (backend.h adopt()):
+    // the session is Running with `main_pid`, which must be alive and in our unit; our
+    // reference on the unit is taken again and its state re-read, as after a bus reconnect,
+    // so that a unit that ended meanwhile still reports its exit.
+    bool adopt(pid_t main_pid, std::string& why);
 
     [[nodiscard]] const std::string& unit() const override { return unit_; }
     [[nodiscard]] pid_t main_pid() const override { return main_pid_; }

@@ -68,7 +68,8 @@ std::string DaemonConfig::to_toml() const {
     t << "operation = " << number(operation) << "\n";
     t << "drain = " << number(drain) << "\n";
     t << "cleanup = " << number(cleanup) << "\n";
-    t << "retention = " << number(retention) << "\n\n";
+    t << "retention = " << number(retention) << "\n";
+    t << "reattach = " << number(reattach) << "\n\n";
     t << "[recording]\n";
     t << "directory = " << quote(recording_directory) << "\n";
     t << "max_bytes = " << recording_max_bytes << "\n";

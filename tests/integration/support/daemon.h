@@ -39,6 +39,7 @@ struct DaemonConfig {
     double drain = 2;
     double cleanup = 15;
     double retention = 300;
+    double reattach = 30;
     std::string observer_group;
 
     // [recording]; an empty directory: sessions are not recorded
