@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <random>
 #include <string>
 
 namespace ptyvisor::cli::mcp {
@@ -80,6 +82,29 @@ TEST(TerminalText, ChunksOfEverySizeGiveTheSameText) {
             state = t.state;
         }
         EXPECT_EQ(text, kSampleText) << "chunks of " << size;
+    }
+}
+
+// The same property over made-up output (a fixed seed, so any failure repeats): bytes that
+// matter to the parser, mixed with text, cut everywhere.
+TEST(TerminalText, RandomOutputSplitAnywhereGivesTheSameText) {
+    static constexpr std::string_view kAlphabet[] = {
+        "\x1b", "[", "]", "P", "\\", "\x07", "\r", "\n", "\t", ";", "1", "m", "(", "a", " ", "\xc3", "\xa9",
+        "\xe2", "\x82", "\xac", "\xf0", "\x9f", "\x98", "\x80", "\xff", "\x7f", "\x08", "?", "~", "z"};
+    std::mt19937 random(12345);
+    for (int round = 0; round < 3000; ++round) {
+        std::string bytes;
+        const std::size_t pieces = random() % 120;
+        for (std::size_t i = 0; i < pieces; ++i) bytes += kAlphabet[random() % std::size(kAlphabet)];
+        const std::string whole = strip_all(bytes);
+        for (std::size_t cut = 0; cut <= bytes.size(); ++cut) {
+            const auto first =
+                strip_terminal_output(std::string_view(bytes).substr(0, cut), ParseState::Ground, false);
+            ASSERT_LE(first.consumed, cut);
+            const auto second =
+                strip_terminal_output(std::string_view(bytes).substr(first.consumed), first.state, true);
+            ASSERT_EQ(first.text + second.text, whole) << "round " << round << ", cut at " << cut;
+        }
     }
 }
 
