@@ -232,6 +232,34 @@ else
         "$(grep -E '^ *(MESSAGE|UNIT|EXIT|REASON|ERROR|CODE)=' <<<"$journal" | tail -n 20)"
 fi
 
+# An upgrade: dpkg -i of the package over itself, inside the private systemd, so that its
+# postinst does what an upgrade does (daemon-reload, try-restart). A detached session waiting
+# for input must go on across it: the daemon hands its terminal and log to systemd's fd store.
+pv() { local sub=$1; shift; HX timeout 30 runuser -u "$ACCOUNT" -- /usr/bin/ptyvisor "$sub" --socket "$SOCKET" "$@"; }
+id=$(cd /tmp && pv run --detach -- sh -c 'echo before-upgrade; read line; echo "after-upgrade $line"' 2>&1 | tr -d '\r')
+pid_before=$(HX systemctl show -p MainPID --value ptyvisord.service 2>&1)
+if [[ "$id" =~ ^[0-9a-f]{32}$ ]] && (cd /tmp && pv wait --for 'text:before-upgrade' --timeout 20 "$id") >/dev/null 2>&1; then
+    out=$(HX dpkg -i "$deb" 2>&1)
+    rc=$?
+    pid_after=$(HX systemctl show -p MainPID --value ptyvisord.service 2>&1)
+    (cd /tmp && pv send "$id" $'go\n') >/dev/null 2>&1
+    (cd /tmp && pv wait --for exit --timeout 20 "$id") >/dev/null 2>&1
+    logs=$(cd /tmp && pv logs "$id" 2>&1 | tr -d '\r')
+    expected=$'before-upgrade\ngo\nafter-upgrade go'
+    if [ "$rc" = 0 ] && [ "$pid_before" != "$pid_after" ] && [ "$logs" = "$expected" ]; then
+        ok "upgrade: dpkg -i restarts the daemon (MainPID $pid_before -> $pid_after) and a detached session goes on"
+    else
+        bad "upgrade: dpkg -i restarts the daemon and a detached session goes on" \
+            "dpkg exit $rc; MainPID $pid_before -> $pid_after; the session's log:
+$logs
+$(tail -n 5 <<<"$out")
+$(show_daemon)"
+    fi
+else
+    bad "upgrade: a detached session to carry across it" "run --detach: $id
+$(show_daemon)"
+fi
+
 # SIGTERM: the daemon ends its sessions and exits 0.
 HX timeout 60 systemctl stop ptyvisord.service >/dev/null 2>&1
 result=$(HX systemctl show -p Result -p ExecMainStatus ptyvisord.service 2>&1 | tr '\n' ' ')
