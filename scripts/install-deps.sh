@@ -12,6 +12,9 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   systemd dbus util-linux passwd procps     # the test harness boots a private systemd
   asciinema                                 # the recording test reads recordings with asciinema cat
+  libvterm-dev                              # the screen: the terminal emulator (README, Dependencies)
+  libseccomp-dev                            # the screen worker's system call allow-list
+  tmux vim less                             # the screen suite compares snapshots with tmux's
 )
 
 missing=()
