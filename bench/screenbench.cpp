@@ -51,18 +51,27 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     feed(e, output);
     const double feed_ms = ms(Clock::now() - t0);
-    std::printf("emulator throughput: %.1f MB/s (%zu bytes in %.1f ms)\n", output.size() / feed_ms / 1000.0,
+    std::printf("emulator throughput: %.1f MB/s (%zu bytes in %.1f ms)\n", static_cast<double>(output.size()) / feed_ms / 1000.0,
                 output.size(), feed_ms);
 
+    const auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
     for (const bool attributes : {false, true}) {
-        std::vector<double> times;
+        std::vector<double> times, emulator, encoding, checking;
         std::size_t bytes = 0;
         for (int i = 0; i < iterations; ++i) {
             const auto start = Clock::now();
             auto s = e.snapshot(1000, attributes);
+            const auto taken = Clock::now();
             const std::string json = ptyvisor::protocol::encode(s);
+            const auto encoded = Clock::now();
             const auto checked = ptyvisor::protocol::decode_screen(json, {200, 50, 1000, attributes});
             times.push_back(ms(Clock::now() - start));
+            emulator.push_back(ms(taken - start));
+            encoding.push_back(ms(encoded - taken));
+            checking.push_back(ms(Clock::now() - encoded));
             bytes = json.size();
             if (!checked || checked.value->scrollback.size() != 1000) {
                 std::fprintf(stderr, "screenbench: a snapshot failed its check\n");
@@ -72,6 +81,8 @@ int main(int argc, char** argv) {
         std::sort(times.begin(), times.end());
         std::printf("snapshot 200x50 + 1000 lines scrollback%s: median %.2f ms, max %.2f ms (%zu bytes of JSON, %d runs)\n",
                     attributes ? " + attributes" : "", times[times.size() / 2], times.back(), bytes, iterations);
+        std::printf("  of which: emulator %.2f ms, JSON encoding %.2f ms, the daemon's check %.2f ms (medians)\n",
+                    median(emulator), median(encoding), median(checking));
     }
 
     constexpr int kSessions = 20;

@@ -53,7 +53,7 @@ bool read_csi_answer(std::string_view s, std::size_t& i) {
                     (!dollar && final == 'n' && leader == 0) ||          // DSR
                     (!dollar && final == 'R' && leader != '>') ||        // CPR, DECXCPR
                     (dollar && final == 'y' && leader != '>');           // DECRPM
-    if (!ok || (final != 'c' && j == params)) return false;
+    if (!ok || j == params) return false;  // every answer has parameters
     i = j + 1;
     return true;
 }
