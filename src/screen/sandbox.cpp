@@ -19,6 +19,8 @@
 namespace ptyvisor::screen {
 namespace {
 
+constexpr int kNice = 10;
+
 bool fail(std::string& why, const std::string& what) {
     why = what + ": " + std::strerror(errno);
     return false;
@@ -104,6 +106,8 @@ bool install_filter(std::string& why) {
 bool enter_sandbox(const std::string& user, std::string& why) {
     if (::syscall(SYS_close_range, 4u, ~0u, 0u) < 0) return fail(why, "close_range");
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) return fail(why, "PR_SET_PDEATHSIG");
+    // Behind the relay for the CPU: a screen may lag, the sessions' bytes may not.
+    if (::setpriority(PRIO_PROCESS, 0, kNice) < 0) return fail(why, "setpriority");
     // The account is looked up while /etc is still there.
     const passwd* pw = ::getpwnam(user.c_str());
     if (!pw) {

@@ -1,6 +1,7 @@
 // The screen worker's confinement (docs/security.md, "The screen"), applied once at
 // start, while still root, before a byte of session output is read:
-//   1. every descriptor but 0-3 closed; the process dies with its parent;
+//   1. every descriptor but 0-3 closed; the process dies with its parent; nice 10, so that
+//      on a busy machine the relay goes first;
 //   2. root directory: an empty directory that no longer exists (made, entered, removed,
 //      chroot(".")): nothing to open, and nothing can be created in it;
 //   3. the account `user` (default nobody): supplementary groups dropped, then
