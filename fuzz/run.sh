@@ -31,7 +31,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 all_targets=(fuzz_frame_decoder fuzz_start fuzz_resize fuzz_signal fuzz_exit fuzz_error fuzz_started fuzz_status
-             fuzz_session_payloads)
+             fuzz_session_payloads fuzz_screen)
 read -r -a targets <<< "${PTYVISOR_FUZZ_TARGETS:-${all_targets[*]}}"
 max_len="${PTYVISOR_FUZZ_MAX_LEN:-16384}"
 artifacts="${PTYVISOR_FUZZ_ARTIFACTS:-/tmp/ptyvisor-fuzz-artifacts}"

@@ -5,6 +5,7 @@
 #include "cli/mcp/mcp_command.h"
 #include "cli/relay.h"
 #include "cli/run_command.h"
+#include "cli/screen_command.h"
 #include "cli/session_commands.h"
 #include "cli/standard_fds.h"
 #include "cli/status_command.h"
@@ -108,6 +109,15 @@ int main(int argc, char** argv) {
                          "signal every process of the session (TERM, SIGINT, KILL, 9, ...) instead of ending it");
     add_id(*kill_cmd, kill.id);
 
+    ptyvisor::cli::ScreenOptions screen;
+    auto* screen_cmd = app.add_subcommand("screen", "Print what a session's terminal shows now, as tmux capture-pane -p");
+    add_socket_option(*screen_cmd, screen.socket);
+    screen_cmd->add_flag("--json", screen.json, "print the daemon's JSON reply (cursor, title, alternate screen, ...)");
+    screen_cmd->add_option("--scrollback", screen.scrollback, "also the last N lines that scrolled off (at most 1000 are kept)")
+        ->check(CLI::Range(0, 10000));
+    screen_cmd->add_flag("--attributes", screen.attributes, "with --json: the cells' colours and styles");
+    add_id(*screen_cmd, screen.id);
+
     ptyvisor::cli::mcp::McpOptions mcp{{}, PTYVISOR_VERSION};
     auto* mcp_cmd = app.add_subcommand(
         "mcp", "Serve MCP on stdin/stdout: tools for an AI agent to run and drive terminal sessions");
@@ -126,6 +136,7 @@ int main(int argc, char** argv) {
     if (*send_cmd) return ptyvisor::cli::send_command(send);
     if (*wait_cmd) return ptyvisor::cli::wait_command(wait);
     if (*kill_cmd) return ptyvisor::cli::kill_command(kill);
+    if (*screen_cmd) return ptyvisor::cli::screen_command(screen);
     if (*mcp_cmd) return ptyvisor::cli::mcp::mcp_command(mcp);
     return ptyvisor::cli::status_command(status);
 }

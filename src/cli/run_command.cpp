@@ -28,6 +28,8 @@ bool start_options(const RunOptions& o, client::StartOptions& s, int& winch_fd, 
     set_variable(s.env, "TERM", s.term);
     if (o.directory) s.cwd = *o.directory;
     s.detach = o.detach;
+    // Our terminal answers the program's queries; without one the daemon's screen does.
+    s.terminal = !o.detach && ::isatty(STDIN_FILENO) == 1;
 
     const int tty = ::isatty(STDIN_FILENO) ? STDIN_FILENO : ::isatty(STDOUT_FILENO) ? STDOUT_FILENO : -1;
     if (o.size) {

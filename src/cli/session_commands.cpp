@@ -415,7 +415,7 @@ int attach_session(const AttachOptions& options, std::string& message) {
         return kFailure;
     };
     if (!check_session_id(options.id, why)) return fail(why);
-    protocol::AttachRequest request{options.id, {}, options.observe, options.takeover};
+    protocol::AttachRequest request{options.id, {}, options.observe, options.takeover, ::isatty(STDIN_FILENO) == 1};
     if (!parse_log_position(options.from, request.from, why)) return fail(why);
     RelayOptions relay;
     relay.mode = options.observe ? RelayMode::Observe : RelayMode::Control;

@@ -36,6 +36,7 @@ void record(Event& event, Transcript& t) {
             else if constexpr (std::is_same_v<T, Waited>) t.waited = std::move(e.reply);
             else if constexpr (std::is_same_v<T, Killed>) t.killed = std::move(e.reply);
             else if constexpr (std::is_same_v<T, Sent>) t.sent = e.reply;
+            else if constexpr (std::is_same_v<T, Screen>) t.screen = e;
         },
         event);
 }

@@ -36,6 +36,8 @@ struct Transcript {
     std::optional<protocol::WaitReply> waited;
     std::optional<protocol::KillReply> killed;
     std::optional<protocol::SentReply> sent;
+    // Version 3.
+    std::optional<Screen> screen;
 };
 
 // Flushes and reads until the connection finishes (Closed or ProtocolViolation), gathering

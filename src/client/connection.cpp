@@ -146,6 +146,7 @@ bool Connection::start(const StartOptions& options, std::string& why) {
     request.term = options.term;
     request.size = options.size;
     request.detach = options.detach;
+    request.terminal = options.terminal;
     const std::string payload = protocol::encode(request);
     if (payload.size() > protocol::max_payload(FrameType::Start))
         return fail(why, "the command line and environment are too large (" + std::to_string(payload.size()) +
@@ -238,6 +239,16 @@ bool Connection::queue_send(const std::string& id, std::span<const std::uint8_t>
     }
     const auto payload = protocol::encode_send(id, bytes);
     queue_request(FrameType::Send, std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
+    return true;
+}
+
+bool Connection::queue_snapshot(const protocol::SnapshotRequest& request, std::string& why) {
+    if (!valid_id(request.id, why)) return false;
+    if (request.scrollback > protocol::kMaxScrollbackLines) {
+        why = "a snapshot's scrollback is at most " + std::to_string(protocol::kMaxScrollbackLines) + " lines";
+        return false;
+    }
+    queue_request(FrameType::Snapshot, protocol::encode(request));
     return true;
 }
 
@@ -349,6 +360,7 @@ void Connection::handle_reply(protocol::Frame& frame, std::vector<Event>& events
                           : request_ == FrameType::Wait ? FrameType::Waited
                           : request_ == FrameType::Kill ? FrameType::Killed
                           : request_ == FrameType::Send ? FrameType::Sent
+                          : request_ == FrameType::Snapshot ? FrameType::Screen
                                                         : FrameType::Start;
     if (mode_ != Mode::Request || frame.type != expected || log_seen_)
         return violation("the daemon sent an unexpected " + name + " frame", events);
@@ -383,6 +395,12 @@ void Connection::handle_reply(protocol::Frame& frame, std::vector<Event>& events
             auto d = protocol::decode_sent(frame.text());
             if (!d) return bad(d.error);
             events.emplace_back(Sent{*d.value});
+            break;
+        }
+        case FrameType::Screen: {
+            auto d = protocol::decode_screen(frame.text());
+            if (!d) return bad(d.error);
+            events.emplace_back(Screen{std::move(*d.value), std::string(frame.text())});
             break;
         }
         default: return;
@@ -444,7 +462,8 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
         case FrameType::Log:
         case FrameType::Waited:
         case FrameType::Killed:
-        case FrameType::Sent: return handle_reply(frame, events);
+        case FrameType::Sent:
+        case FrameType::Screen: return handle_reply(frame, events);
         case FrameType::Exit: {
             if (mode_ != Mode::Session || !started_) break;
             auto d = protocol::decode_exit(frame.text());

@@ -77,6 +77,8 @@ public:
     bool queue_kill(const protocol::KillRequest& request, std::string& why);
     // SEND: input for session `id` without attaching; 1 to kMaxIoPayloadSize bytes.
     bool queue_send(const std::string& id, std::span<const std::uint8_t> bytes, std::string& why);
+    // Version 3. SNAPSHOT: what session `id`'s terminal shows; the reply is a Screen event.
+    bool queue_snapshot(const protocol::SnapshotRequest& request, std::string& why);
     // DETACH: leave the session this connection started or attached to; it goes on.
     void queue_detach();
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 #include <variant>
+
+#include "protocol/screen_payloads.h"
 #include <vector>
 
 #include "protocol/payloads.h"
@@ -58,6 +60,12 @@ struct Sent {
     protocol::SentReply reply;
     bool operator==(const Sent&) const = default;
 };
+// Version 3: SCREEN, the reply to SNAPSHOT; `json` is the payload as received.
+struct Screen {
+    protocol::ScreenReply screen;
+    std::string json;
+    bool operator==(const Screen&) const = default;
+};
 
 // OUTPUT: bytes the command wrote to its terminal, in order.
 struct Output {
@@ -97,7 +105,7 @@ struct ProtocolViolation {
 };
 
 using Event = std::variant<Started, Output, Exit, Error, Status, Closed, ProtocolViolation, Attached, Detached,
-                           Dropped, Sessions, Log, Waited, Killed, Sent>;
+                           Dropped, Sessions, Log, Waited, Killed, Sent, Screen>;
 
 // True for the events after which read_events() reports nothing more.
 inline bool is_final(const Event& e) {

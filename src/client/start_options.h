@@ -22,6 +22,7 @@ struct StartOptions {
     std::filesystem::path cwd = ".";  // used when cwd_fd < 0
     int cwd_fd = -1;                // borrowed directory descriptor; wins over cwd when >= 0
     bool detach = false;            // the session outlives the connection (protocol version 2)
+    bool terminal = false;          // we relay a real terminal, which answers the program's queries (version 3)
 };
 
 }  // namespace ptyvisor::client

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "protocol/screen_payloads.h"
+
 namespace ptyvisor::protocol {
 
 std::string_view to_string(FrameType type) {
@@ -32,12 +34,14 @@ std::string_view to_string(FrameType type) {
         case FrameType::Send: return "SEND";
         case FrameType::Sent: return "SENT";
         case FrameType::Dropped: return "DROPPED";
+        case FrameType::Snapshot: return "SNAPSHOT";
+        case FrameType::Screen: return "SCREEN";
     }
     return "UNKNOWN";
 }
 
 bool is_known(std::uint8_t type, std::uint8_t version) {
-    const auto last = version >= 2 ? FrameType::Dropped : FrameType::Status;
+    const auto last = version >= 3 ? FrameType::Screen : version >= 2 ? FrameType::Dropped : FrameType::Status;
     return type >= static_cast<std::uint8_t>(FrameType::Start) && type <= static_cast<std::uint8_t>(last);
 }
 
@@ -63,7 +67,9 @@ std::uint32_t min_payload(FrameType type) {
         case FrameType::Kill:
         case FrameType::Killed:
         case FrameType::Sent:
-        case FrameType::Dropped: return 2;  // "{}" at least
+        case FrameType::Dropped:
+        case FrameType::Snapshot:
+        case FrameType::Screen: return 2;  // "{}" at least
         case FrameType::Send: return kSessionIdLength + 1;
         case FrameType::Stop:
         case FrameType::StatusRequest:
@@ -95,7 +101,9 @@ std::uint32_t max_payload(FrameType type) {
         case FrameType::Kill:
         case FrameType::Killed:
         case FrameType::Sent:
-        case FrameType::Dropped: return kMaxControlPayloadSize;
+        case FrameType::Dropped:
+        case FrameType::Snapshot: return kMaxControlPayloadSize;
+        case FrameType::Screen: return kMaxScreenPayloadSize;
         case FrameType::Attached: return kMaxPayloadSize;  // carries argv
         case FrameType::Stop:
         case FrameType::StatusRequest:

@@ -28,8 +28,8 @@ inline constexpr std::uint8_t kMagic0 = 'P';
 inline constexpr std::uint8_t kMagic1 = 'V';
 // The newest version this code speaks, and the oldest it still serves. Version 2 adds the
 // frames of sessions that outlive their connection (types 12 and up); a version 1 frame
-// of those types is an unknown type.
-inline constexpr std::uint8_t kVersion = 2;
+// of those types is an unknown type. Version 3 adds SNAPSHOT and SCREEN (types 27, 28).
+inline constexpr std::uint8_t kVersion = 3;
 inline constexpr std::uint8_t kOldestVersion = 1;
 inline constexpr std::size_t kHeaderSize = 8;
 
@@ -72,6 +72,9 @@ enum class FrameType : std::uint8_t {
     Send = 24,          // client -> server, 32 hex digits of the id, then the input bytes
     Sent = 25,          // server -> client, JSON, last frame
     Dropped = 26,       // server -> client, JSON: output before `offset` is gone
+    // Version 3.
+    Snapshot = 27,      // client -> server, JSON: what a session's terminal shows
+    Screen = 28,        // server -> client, JSON, last frame
 };
 
 std::string_view to_string(FrameType type);

@@ -24,6 +24,7 @@ constexpr FrameType kAllTypes[] = {
     FrameType::Attach, FrameType::Attached, FrameType::Detach, FrameType::Detached, FrameType::List,
     FrameType::Sessions, FrameType::Read, FrameType::Log, FrameType::Wait, FrameType::Waited,
     FrameType::Kill, FrameType::Killed, FrameType::Send, FrameType::Sent, FrameType::Dropped,
+    FrameType::Snapshot, FrameType::Screen,
 };
 
 Bytes header(std::uint8_t m0, std::uint8_t m1, std::uint8_t version, std::uint8_t type,
@@ -68,7 +69,9 @@ std::string sample_payload(FrameType type) {
         case FrameType::Kill:
         case FrameType::Killed:
         case FrameType::Sent:
-        case FrameType::Dropped: return R"({"offset":0})";
+        case FrameType::Dropped:
+        case FrameType::Screen: return R"({"offset":0})";
+        case FrameType::Snapshot: return R"({"id":"0123456789abcdef0123456789abcdef"})";
         case FrameType::Send: return "0123456789abcdef0123456789abcdefls\r";
         case FrameType::Detach:
         case FrameType::List: return "";
@@ -321,7 +324,7 @@ TEST(FrameHeader, BadMagic) {
 }
 
 TEST(FrameHeader, BadVersion) {
-    for (std::uint8_t v : std::initializer_list<std::uint8_t>{0, 3, 0x7f, 0xff})
+    for (std::uint8_t v : std::initializer_list<std::uint8_t>{0, 4, 0x7f, 0xff})
         EXPECT_EQ(decode_error_of(header(kMagic0, kMagic1, v, 7, 0)),
                   ErrorCode::UnsupportedVersion)
             << int{v};
@@ -332,7 +335,7 @@ TEST(FrameHeader, MagicIsCheckedBeforeVersion) {
 }
 
 TEST(FrameHeader, UnknownType) {
-    for (std::uint8_t t : std::initializer_list<std::uint8_t>{0, 27, 28, 0x80, 0xff})
+    for (std::uint8_t t : std::initializer_list<std::uint8_t>{0, 29, 30, 0x80, 0xff})
         EXPECT_EQ(decode_error_of(header(kMagic0, kMagic1, kVersion, t, 0)), ErrorCode::BadFrame)
             << int{t};
 }
@@ -346,8 +349,17 @@ TEST(FrameHeader, VersionTwoTypesAreUnknownInVersionOne) {
     }
 }
 
+// Nor does a version 2 connection know version 3's.
+TEST(FrameHeader, VersionThreeTypesAreUnknownInVersionTwo) {
+    for (std::uint8_t t = 27; t <= 28; ++t) {
+        EXPECT_EQ(decode_error_of(header(kMagic0, kMagic1, 2, t, 2)), ErrorCode::BadFrame) << int{t};
+        EXPECT_TRUE(is_known(t, 3)) << int{t};
+        EXPECT_FALSE(is_known(t, 2)) << int{t};
+    }
+}
+
 TEST(FrameHeader, BothVersionsAreReadAndTheFrameSaysWhich) {
-    for (std::uint8_t v : {std::uint8_t{1}, std::uint8_t{2}}) {
+    for (std::uint8_t v : {std::uint8_t{1}, std::uint8_t{2}, std::uint8_t{3}}) {
         const Frame f = decode_one(encode_frame(FrameType::Stop, std::string_view{}, v));
         EXPECT_EQ(f.version, v);
     }
@@ -500,7 +512,7 @@ TEST(FrameSplit, RandomSplitsOfARandomStream) {
 
 TEST(FrameFailure, DecoderStaysFailed) {
     FrameDecoder d;
-    feed(d, header(kMagic0, kMagic1, 3, 7, 0));
+    feed(d, header(kMagic0, kMagic1, 4, 7, 0));
     Frame f{};
     ASSERT_EQ(d.next(f), FrameDecoder::Status::Failed);
     ASSERT_EQ(d.error(), ErrorCode::UnsupportedVersion);

@@ -361,6 +361,7 @@ std::string encode(const StartRequest& v) {
     json j{{"argv", v.argv}, {"env", v.env},   {"cwd_dev", v.cwd_dev},   {"cwd_ino", v.cwd_ino},
            {"term", v.term}, {"rows", v.size.rows}, {"cols", v.size.cols}};
     if (v.detach) j["detach"] = true;  // only then: a version 1 server reads what it knows
+    if (v.terminal) j["terminal"] = true;
     return dump(j);
 }
 
@@ -431,6 +432,7 @@ Decoded<StartRequest> decode_start(std::string_view text) {
         !get_window(o, v.size, why))
         return Decoded<StartRequest>::fail(why);
     if (!get_bool(o, "detach", v.detach, why, /*required=*/false)) return Decoded<StartRequest>::fail(why);
+    if (!get_bool(o, "terminal", v.terminal, why, /*required=*/false)) return Decoded<StartRequest>::fail(why);
     if (v.argv.empty() || v.argv[0].empty())
         return Decoded<StartRequest>::fail("'argv' must name a command");
     for (const auto& e : v.env)

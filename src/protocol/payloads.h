@@ -62,6 +62,7 @@ struct StartRequest {
     std::string term;               // TERM for the session; empty means "dumb"
     WindowSize size;
     bool detach = false;            // version 2: the session outlives this connection
+    bool terminal = false;          // version 3: the client relays a real terminal (it answers queries)
     bool operator==(const StartRequest&) const = default;
 };
 

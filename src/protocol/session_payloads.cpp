@@ -153,8 +153,10 @@ std::string_view to_string(State state) {
 // ---- Encoders --------------------------------------------------------------------------
 
 std::string encode(const AttachRequest& v) {
-    return dump({{"id", v.id}, {"from", position_json(v.from)}, {"role", v.observe ? "observer" : "controller"},
-                 {"takeover", v.takeover}});
+    json j{{"id", v.id}, {"from", position_json(v.from)}, {"role", v.observe ? "observer" : "controller"},
+           {"takeover", v.takeover}};
+    if (v.terminal) j["terminal"] = true;  // version 3
+    return dump(j);
 }
 
 std::string encode(const AttachedReply& v) {
@@ -261,7 +263,7 @@ Decoded<AttachRequest> decode_attach(std::string_view text) {
     return decode_with<AttachRequest>(text, 0, [](Reader& r, AttachRequest& v) {
         std::string role = "controller";
         if (!r.id(v.id) || !r.position("from", v.from) || !r.str("role", role, 16, false) ||
-            !r.boolean("takeover", v.takeover, false))
+            !r.boolean("takeover", v.takeover, false) || !r.boolean("terminal", v.terminal, false))
             return false;
         if (role != "controller" && role != "observer") return r.fail("role", "must be \"controller\" or \"observer\"");
         v.observe = role == "observer";

@@ -41,6 +41,7 @@ struct AttachRequest {
     LogPosition from{LogPosition::Kind::Tail, 0};
     bool observe = false;   // "role": "observer"; else "controller"
     bool takeover = false;  // a controller takes the present one's place
+    bool terminal = false;  // version 3: the client relays a real terminal (it answers queries)
     bool operator==(const AttachRequest&) const = default;
 };
 

@@ -31,6 +31,13 @@ public:
         }
     }
 
+    void boolean(const toml::table& t, const char* key, bool& out) {
+        if (const auto* node = t.get(key)) {
+            if (node->is_boolean()) out = *node->value<bool>();
+            else fail(*node, std::string("'") + key + "' must be true or false");
+        }
+    }
+
     void strings(const toml::table& t, const char* key, std::vector<std::string>& out) {
         const auto* node = t.get(key);
         if (!node) return;
@@ -145,7 +152,7 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
     if (!parse_toml_file(path, root, why)) return false;
     Reader r(path, root);
     r.only(root, {"user", "socket", "backend", "allow_units", "unit_prefix", "state_directory",
-                  "observer_group", "limits", "timeouts", "recording", "session"});
+                  "observer_group", "limits", "timeouts", "recording", "session", "screen"});
     r.string(root, "user", c.user);
     r.string(root, "socket", c.socket);
     r.string(root, "backend", c.backend);
@@ -183,6 +190,11 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
         r.count(*t, "retention", 0, kMaxRecordingRetention, retention);
         c.recording.retention = std::chrono::seconds(retention);
     }
+    if (const auto* t = subtable(r, root, "screen")) {
+        r.only(*t, {"enabled", "user"});
+        r.boolean(*t, "enabled", c.screen.enabled);
+        r.string(*t, "user", c.screen.user);
+    }
     if (const auto* t = subtable(r, root, "session")) {
         r.only(*t, {"properties"});
         if (const auto* p = subtable(r, *t, "properties")) {
@@ -219,6 +231,8 @@ bool validate(const Config& c, std::string& why) {
         return refuse(why, "backend must be auto, systemd or direct, not '" + c.backend + "'");
     if (c.socket.empty() || c.socket.front() != '/') return refuse(why, "socket must be an absolute path");
     if (c.socket.size() >= 108) return refuse(why, "socket path is too long for a Unix socket");
+    if (c.screen.enabled && (c.screen.user.empty() || c.screen.user == "root"))
+        return refuse(why, "[screen] user must be an unprivileged account");
     if (c.state_directory.empty() || c.state_directory.front() != '/')
         return refuse(why, "state_directory must be an absolute path");
     if (!c.recording.directory.empty() && c.recording.directory.front() != '/')

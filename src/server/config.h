@@ -41,6 +41,12 @@ struct Recording {
     std::chrono::seconds retention{7 * 24 * 3600};  // files older than this are deleted; 0: kept
 };
 
+// The screen (server/screen_broker.h): a sandboxed emulator process follows every session.
+struct ScreenSettings {
+    bool enabled = true;          // false: no worker; SNAPSHOT fails, queries go unanswered
+    std::string user = "nobody";  // the worker's account; never root
+};
+
 struct Config {
     std::string user;  // the agent's account; required
     std::string socket = client::kDefaultSocketPath;  // shared with the client
@@ -52,6 +58,7 @@ struct Config {
     Limits limits;
     Timeouts timeouts;
     Recording recording;
+    ScreenSettings screen;
     std::map<std::string, std::string> session_properties;
 };
 

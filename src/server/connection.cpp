@@ -93,6 +93,7 @@ Connection::Connection(Server& server, UniqueFd socket, PeerIdentity peer)
 Connection::~Connection() {
     // The registry outlives every connection; a session still attached forgets this one.
     if (session_) session_->detach(this, /*disconnected=*/true);
+    if (snapshot_ticket_) server_.screens().cancel(snapshot_ticket_);
 }
 
 int Connection::begin() {
@@ -210,6 +211,7 @@ void Connection::handle_frame(protocol::Frame& frame) {
         case FrameType::Wait: return handle_wait(frame);
         case FrameType::Kill: return handle_kill(frame);
         case FrameType::Send: return handle_send(frame);
+        case FrameType::Snapshot: return handle_snapshot(frame);
         default:
             return send_error(ErrorCode::UnexpectedFrame,
                               "expected START, got " + std::string(protocol::to_string(frame.type)));
@@ -246,6 +248,7 @@ void Connection::handle_start(const protocol::Frame& frame) {
     spec.properties = server_.config().session_properties;
     size_ = request.value->size;
     detach_requested_ = version_ >= 2 && request.value->detach;
+    set_terminal(request.value->terminal);
     check->resolver = server_.backend().resolver();
     start_check_ = check;
     start_checked_ = std::make_shared<BlockingWorker::Completion>(guarded("start check", [this] { on_start_checked(); }));

@@ -91,6 +91,7 @@ public:
     void session_gone() override;
     void session_taken_over() override;
     [[nodiscard]] std::uint64_t cursor() const override { return cursor_; }
+    [[nodiscard]] bool has_terminal() const override { return terminal_; }
 
 private:
     // Handshake.
@@ -104,7 +105,7 @@ private:
     void authorize_start(bool rechecked);
     void on_peer_rechecked();
     // Waiting for a worker's or the backend's answer about the START: only a hang-up is read.
-    [[nodiscard]] bool awaiting_answer() const { return peer_recheck_ || start_checked_; }
+    [[nodiscard]] bool awaiting_answer() const { return peer_recheck_ || start_checked_ || snapshot_ticket_ != 0; }
     void handle_status_request();
     void start_session();
     void on_handshake_timeout();
@@ -119,6 +120,10 @@ private:
     void handle_wait(const protocol::Frame& frame);
     void handle_kill(const protocol::Frame& frame);
     void handle_send(const protocol::Frame& frame);
+    void handle_snapshot(const protocol::Frame& frame);  // connection_screen.cpp
+    // Whether the client relays a real terminal: said by START or ATTACH from version 3;
+    // assumed of older clients, which answered queries themselves before version 3.
+    void set_terminal(bool said) { terminal_ = version_ < 3 || said; }
     void handle_detach();
     void check_wait();
     void finish_wait(bool matched, std::string reason);
@@ -159,6 +164,8 @@ private:
 
     std::uint8_t version_ = protocol::kOldestVersion;  // fixed by the first frame
     bool version_known_ = false;
+    bool terminal_ = false;
+    std::uint32_t snapshot_ticket_ = 0;  // a SNAPSHOT the screen broker has not answered
     protocol::FrameDecoder decoder_;
     std::vector<UniqueFd> start_fds_;  // received before START was handled
     // The START being prepared: its directory (held until backend start() returns), the

@@ -79,6 +79,7 @@ void Connection::handle_attach(const protocol::Frame& frame) {
     handshake_timer_.reset();
     session_ = session;
     role_ = wanted;
+    set_terminal(r.terminal);
     const OutputLog& log = session->log();
     cursor_ = resolve(r.from, log);
     session->attach(this, wanted);

@@ -156,6 +156,9 @@ int Server::init(UniqueFd listener) {
         return r;
     }
 
+    // The screen worker: sessions run without it if it cannot start (it is retried).
+    screens_.start();
+
     listener_ = std::move(listener);
     if (const int r = add_io(event_, accept_source_, listener_.get(), EPOLLIN, [this](std::uint32_t) { on_accept(); });
         r < 0)

@@ -27,6 +27,7 @@
 #include "server/connection.h"
 #include "server/recording.h"
 #include "server/session_handover.h"
+#include "server/screen_broker.h"
 #include "server/session_registry.h"
 
 namespace ptyvisor::server {
@@ -57,6 +58,7 @@ public:
     BlockingWorker& worker() { return worker_; }
     SessionRegistry& sessions() { return sessions_; }
     Recordings& recordings() { return recordings_; }
+    ScreenBroker& screens() { return screens_; }
     // Whether the peer is a member of the configured observer group.
     [[nodiscard]] bool in_observer_group(const PeerIdentity& peer) const;
     // A session went: the daemon may be done stopping.
@@ -116,6 +118,8 @@ private:
     EventSource accept_source_, sigterm_source_, sigint_source_, sighup_source_, reap_source_, watchdog_source_;
     // Outlives the sessions, whose recorders tell it when they close.
     Recordings recordings_;
+    // Outlives the sessions, which tell it when they go.
+    ScreenBroker screens_{*this};
     // Sessions outlive connections; the connections, declared after, go first.
     SessionRegistry sessions_{*this};
     std::map<Connection*, std::unique_ptr<Connection>> connections_;

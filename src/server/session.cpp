@@ -72,6 +72,7 @@ Session::Session(Server& server, std::string unit, bool detached)
 
 Session::~Session() {
     set_bulk(false);
+    server_.screens().closed(*this);
     release_slot();
     // Whoever is still attached learns it before the pointer dangles.
     const auto clients = clients_;
@@ -121,6 +122,7 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
         why = std::string("cannot watch the terminal: ") + std::strerror(-r);
         return false;
     }
+    server_.screens().opened(*this);
     return true;
 }
 
@@ -195,6 +197,7 @@ const std::string& Session::list_fixed_fields() const {
 void Session::client_advanced() { update_terminal_events(); }
 
 void Session::notify_changed() {
+    server_.screens().output(*this);
     const auto clients = clients_;
     for (const auto& [client, role] : clients) client->session_changed();
 }
@@ -206,6 +209,12 @@ void Session::write_input(std::span<const std::uint8_t> bytes) {
     bytes_in_ += bytes.size();
     held_input_.insert(held_input_.end(), bytes.begin(), bytes.end());
     if (state_ == State::Running) write_held_input();
+}
+
+void Session::answer_queries(std::span<const std::uint8_t> bytes) {
+    if (ending_ || state_ != State::Running || input_full()) return;
+    held_input_.insert(held_input_.end(), bytes.begin(), bytes.end());
+    write_held_input();
 }
 
 bool Session::input_full() const { return held_input_.size() >= server_.config().limits.held_input_bytes; }
@@ -233,6 +242,7 @@ bool Session::resize(protocol::WindowSize size) {
     if (set_window_size(master_.get(), size) < 0) return false;
     size_ = size;
     if (recorder_) recorder_->resize(size);
+    server_.screens().resized(*this);
     return true;
 }
 
@@ -513,6 +523,7 @@ bool Session::adopt(const HandoverRecord& record, UniqueFd master, std::unique_p
                   }));
     }
     stored_ = server_.fd_store();  // it came from the store, where its descriptors still are
+    server_.screens().opened(*this);  // the worker rebuilds its screen from the log
     update_terminal_events();
     return true;
 }

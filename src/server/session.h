@@ -52,6 +52,8 @@ public:
     virtual void session_taken_over() = 0;  // another controller took this one's place
     // The next offset this client will send: what a bound session waits for.
     [[nodiscard]] virtual std::uint64_t cursor() const = 0;
+    // Whether this client relays a real terminal (it answers the program's queries).
+    [[nodiscard]] virtual bool has_terminal() const { return false; }
 
 protected:
     ~SessionClient() = default;
@@ -116,6 +118,12 @@ public:
         clients_.clear();
         controller_ = nullptr;
     }
+
+    // Whether the controller relays a real terminal, which answers the program's queries
+    // itself (screen_broker.h: then the screen's answers are not written).
+    [[nodiscard]] bool controller_has_terminal() const { return controller_ && controller_->has_terminal(); }
+    // The screen's answers to the program's queries, written to its terminal as input.
+    void answer_queries(std::span<const std::uint8_t> bytes);
 
     // Controller actions.
     void write_input(std::span<const std::uint8_t> bytes);

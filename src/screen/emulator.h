@@ -1,0 +1,74 @@
+// Emulator: one session's screen, over libvterm (README, "Dependencies", says why libvterm).
+//
+// Fed the session's output bytes in order, it keeps what a terminal of TERM xterm-256color
+// would show: the rows, the cursor, the alternate screen, the title, and up to
+// `scrollback_limit` lines that scrolled off the top (text only; attributes are kept for
+// the visible rows). Answers to the queries a program sends (DSR, DA, OSC 10/11, ...) are
+// collected, in order, for take_answers().
+//
+// Invariants: every input is accepted (hostile bytes only change what is shown); memory is
+// bounded by the size, the scrollback limit and libvterm's per-cell storage; nothing here
+// does I/O. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "protocol/screen_payloads.h"
+
+struct VTerm;
+struct VTermScreen;
+
+namespace ptyvisor::screen {
+
+class Emulator {
+  public:
+    static constexpr std::uint16_t kMaxSide = 1000;
+    // Most bytes of answers held between two take_answers().
+    static constexpr std::size_t kMaxAnswerBytes = 4096;
+
+    // `cols` and `rows` are clamped to 1..kMaxSide.
+    Emulator(std::uint16_t cols, std::uint16_t rows, std::uint32_t scrollback_limit);
+    ~Emulator();
+    Emulator(const Emulator&) = delete;
+    Emulator& operator=(const Emulator&) = delete;
+
+    void feed(std::span<const std::uint8_t> bytes);
+    void resize(std::uint16_t cols, std::uint16_t rows);
+    [[nodiscard]] std::uint16_t cols() const { return cols_; }
+    [[nodiscard]] std::uint16_t rows() const { return rows_; }
+
+    // What the screen shows now; `scrollback` lines at most (the newest), attribute runs
+    // when `attributes`. id and offset are the caller's to fill.
+    [[nodiscard]] protocol::ScreenReply snapshot(std::uint32_t scrollback, bool attributes) const;
+
+    // The answers to queries since the last call, as the terminal would have written them.
+    std::string take_answers();
+
+    // libvterm's callbacks (C linkage trampolines in emulator.cpp).
+    struct Callbacks;
+
+  private:
+    struct ScrollLine;
+    void push_scrollback(int cols, const void* cells);
+    bool pop_scrollback(int cols, void* cells);
+    void answer(const char* bytes, std::size_t length);
+    void on_osc(std::string_view command);
+    [[nodiscard]] std::string row_text(int row) const;
+
+    VTerm* vt_ = nullptr;
+    VTermScreen* screen_ = nullptr;
+    std::uint16_t cols_, rows_;
+    std::uint32_t scrollback_limit_;
+    std::deque<ScrollLine> scrollback_;
+    std::string answers_;
+    std::string title_;
+    bool cursor_visible_ = true;
+    bool alternate_ = false;
+};
+
+}  // namespace ptyvisor::screen

@@ -1,0 +1,105 @@
+#include "screen/emulator.h"
+
+#include <gtest/gtest.h>
+
+#include <string_view>
+
+namespace ptyvisor::screen {
+namespace {
+
+void feed(Emulator& e, std::string_view s) {
+    e.feed(std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()));
+}
+
+TEST(Emulator, ShowsTextTrimmedWithTheCursorAfterIt) {
+    Emulator e(20, 3, 10);
+    feed(e, "hello   \r\nworld");
+    const auto s = e.snapshot(0, false);
+    ASSERT_EQ(s.lines.size(), 3u);
+    EXPECT_EQ(s.lines[0], "hello");
+    EXPECT_EQ(s.lines[1], "world");
+    EXPECT_EQ(s.lines[2], "");
+    EXPECT_EQ(s.cursor_row, 1);
+    EXPECT_EQ(s.cursor_col, 5);
+    EXPECT_TRUE(s.cursor_visible);
+}
+
+TEST(Emulator, WideCharactersTakeTwoCellsAndCombiningMarksStay) {
+    Emulator e(10, 2, 0);
+    feed(e, "\xe4\xb8\xad\xe6\x96\x87x e\xcc\x81");  // 中文x é (e + combining acute)
+    const auto s = e.snapshot(0, false);
+    EXPECT_EQ(s.lines[0], "\xe4\xb8\xad\xe6\x96\x87x e\xcc\x81");
+    EXPECT_EQ(s.cursor_col, 7);  // 2 + 2 + 1 + 1 + 1
+}
+
+TEST(Emulator, KeepsScrollbackUpToItsLimit) {
+    Emulator e(10, 2, 3);
+    for (int i = 0; i < 6; ++i) feed(e, std::to_string(i) + "\r\n");
+    const auto s = e.snapshot(100, false);
+    EXPECT_EQ(s.lines[0], "5");
+    ASSERT_EQ(s.scrollback.size(), 3u);
+    EXPECT_EQ(s.scrollback[0], "2");
+    EXPECT_EQ(s.scrollback[2], "4");
+    EXPECT_EQ(e.snapshot(1, false).scrollback, std::vector<std::string>{"4"});
+}
+
+TEST(Emulator, AlternateScreenTitleAndHiddenCursor) {
+    Emulator e(10, 2, 0);
+    feed(e, "main\x1b]2;my title\x07\x1b[?1049h\x1b[?25lalt");
+    auto s = e.snapshot(0, false);
+    EXPECT_TRUE(s.alternate);
+    EXPECT_FALSE(s.cursor_visible);
+    EXPECT_EQ(s.title, "my title");
+    EXPECT_EQ(s.lines[0], "    alt");  // the cursor stays where it was, as in xterm
+    feed(e, "\x1b[?1049l\x1b[?25h");
+    s = e.snapshot(0, false);
+    EXPECT_FALSE(s.alternate);
+    EXPECT_EQ(s.lines[0], "main");
+}
+
+TEST(Emulator, AttributesComeAsRunsOfNonDefaultCells) {
+    Emulator e(10, 2, 0);
+    feed(e, "a\x1b[1;31mbc\x1b[0md\x1b[48;2;1;2;3me");
+    const auto s = e.snapshot(0, true);
+    ASSERT_TRUE(s.attributes);
+    ASSERT_EQ(s.attributes->size(), 2u);
+    const auto& bold = (*s.attributes)[0];
+    EXPECT_EQ(bold.col, 1);
+    EXPECT_EQ(bold.width, 2);
+    EXPECT_TRUE(bold.bold);
+    EXPECT_EQ(bold.fg, (protocol::Colour{protocol::Colour::Kind::Indexed, 1}));
+    const auto& rgb = (*s.attributes)[1];
+    EXPECT_EQ(rgb.col, 4);
+    EXPECT_EQ(rgb.bg, (protocol::Colour{protocol::Colour::Kind::Rgb, 0x010203}));
+}
+
+TEST(Emulator, AnswersTheQueriesOfATerminal) {
+    Emulator e(80, 24, 0);
+    feed(e, "ab\x1b[6n");
+    EXPECT_EQ(e.take_answers(), "\x1b[1;3R");
+    feed(e, "\x1b[5n");
+    EXPECT_EQ(e.take_answers(), "\x1b[0n");
+    feed(e, "\x1b[c");
+    EXPECT_EQ(e.take_answers().substr(0, 3), "\x1b[?");
+    feed(e, "\x1b[>c");
+    EXPECT_EQ(e.take_answers().substr(0, 3), "\x1b[>");
+    feed(e, "\x1b]11;?\x07");
+    EXPECT_EQ(e.take_answers(), "\x1b]11;rgb:0000/0000/0000\x1b\\");
+    feed(e, "\x1b]10;?\x1b\\");
+    EXPECT_EQ(e.take_answers().substr(0, 9), "\x1b]10;rgb:");
+    EXPECT_EQ(e.take_answers(), "");
+}
+
+TEST(Emulator, ShrinkingAndGrowingKeepsTheText) {
+    Emulator e(20, 4, 100);
+    for (int i = 0; i < 6; ++i) feed(e, "line" + std::to_string(i) + "\r\n");
+    e.resize(20, 2);
+    EXPECT_EQ(e.snapshot(0, false).lines[0], "line5");
+    e.resize(30, 5);
+    const auto s = e.snapshot(0, false);
+    EXPECT_EQ(s.cols, 30);
+    EXPECT_EQ(s.lines.size(), 5u);
+}
+
+}  // namespace
+}  // namespace ptyvisor::screen

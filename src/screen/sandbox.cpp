@@ -1,0 +1,124 @@
+#include "screen/sandbox.h"
+
+#include <grp.h>
+#include <linux/close_range.h>
+#include <pwd.h>
+#include <seccomp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace ptyvisor::screen {
+namespace {
+
+constexpr int kNice = 10;
+
+bool fail(std::string& why, const std::string& what) {
+    why = what + ": " + std::strerror(errno);
+    return false;
+}
+
+bool enter_empty_root(std::string& why) {
+    char dir[] = "/tmp/ptyvisor-screen.XXXXXX";
+    if (!::mkdtemp(dir)) return fail(why, "mkdtemp");
+    if (::chdir(dir) < 0) return fail(why, "chdir");
+    if (::rmdir(dir) < 0) return fail(why, "rmdir");
+    if (::chroot(".") < 0) return fail(why, "chroot");
+    if (::chdir("/") < 0) return fail(why, "chdir /");
+    return true;
+}
+
+bool drop_to(uid_t uid, gid_t gid, std::string& why) {
+    if (uid == 0 || gid == 0) {
+        why = "the screen account must not be root";
+        return false;
+    }
+    if (::setgroups(0, nullptr) < 0) return fail(why, "setgroups");
+    if (::setresgid(gid, gid, gid) < 0) return fail(why, "setresgid");
+    if (::setresuid(uid, uid, uid) < 0) return fail(why, "setresuid");
+    if (::setuid(0) == 0 || ::geteuid() == 0) {
+        why = "root could be regained";
+        return false;
+    }
+    return true;
+}
+
+bool limit(std::string& why) {
+    const rlimit zero{0, 0};
+    if (::setrlimit(RLIMIT_FSIZE, &zero) < 0) return fail(why, "RLIMIT_FSIZE");
+    if (::setrlimit(RLIMIT_NPROC, &zero) < 0) return fail(why, "RLIMIT_NPROC");
+    if (::setrlimit(RLIMIT_CORE, &zero) < 0) return fail(why, "RLIMIT_CORE");
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return fail(why, "PR_SET_NO_NEW_PRIVS");
+    if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) return fail(why, "PR_SET_DUMPABLE");
+    return true;
+}
+
+struct FilterRelease {
+    void operator()(scmp_filter_ctx c) const { seccomp_release(c); }
+};
+
+bool install_filter(std::string& why) {
+    std::unique_ptr<void, FilterRelease> ctx(seccomp_init(SCMP_ACT_KILL_PROCESS));
+    if (!ctx) {
+        why = "seccomp_init failed";
+        return false;
+    }
+    // Plain calls: I/O on descriptors already held, memory, time, exit.
+    static const int kAllowed[] = {
+        SCMP_SYS(read),      SCMP_SYS(write),        SCMP_SYS(recvmsg),   SCMP_SYS(sendmsg),
+        SCMP_SYS(sendto),    SCMP_SYS(poll),         SCMP_SYS(ppoll),
+        SCMP_SYS(close),     SCMP_SYS(munmap),       SCMP_SYS(brk),       SCMP_SYS(mremap),
+        SCMP_SYS(madvise),   SCMP_SYS(futex),        SCMP_SYS(exit),      SCMP_SYS(exit_group),
+        SCMP_SYS(rt_sigreturn), SCMP_SYS(clock_gettime), SCMP_SYS(getpid), SCMP_SYS(gettid),
+        SCMP_SYS(rt_sigprocmask), SCMP_SYS(restart_syscall),
+    };
+    for (const int nr : kAllowed)
+        if (seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, nr, 0) < 0) {
+            why = "seccomp_rule_add failed";
+            return false;
+        }
+    // mmap and mprotect, never executable; abort() may signal itself only.
+    if (seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) < 0 ||
+        seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+                         SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)) < 0 ||
+        seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+                         SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(::getpid()))) < 0) {
+        why = "seccomp_rule_add failed";
+        return false;
+    }
+    if (const int r = seccomp_load(ctx.get()); r < 0) {
+        errno = -r;
+        return fail(why, "seccomp_load");
+    }
+    return true;
+}
+
+}  // namespace
+
+bool enter_sandbox(const std::string& user, std::string& why) {
+    if (::syscall(SYS_close_range, 4u, ~0u, 0u) < 0) return fail(why, "close_range");
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) return fail(why, "PR_SET_PDEATHSIG");
+    // Behind the relay for the CPU: a screen may lag, the sessions' bytes may not.
+    if (::setpriority(PRIO_PROCESS, 0, kNice) < 0) return fail(why, "setpriority");
+    // The account is looked up while /etc is still there.
+    const passwd* pw = ::getpwnam(user.c_str());
+    if (!pw) {
+        why = "no account " + user;
+        return false;
+    }
+    const uid_t uid = pw->pw_uid;
+    const gid_t gid = pw->pw_gid;
+    if (!enter_empty_root(why)) return false;
+    if (!drop_to(uid, gid, why)) return false;
+    return limit(why) && install_filter(why);
+}
+
+}  // namespace ptyvisor::screen

@@ -1,0 +1,140 @@
+// ScreenBroker: the daemon's side of the screen (docs/security.md, "The screen").
+//
+// No terminal emulator parses session output in the daemon. The broker starts
+// ptyvisor-screen (a sandboxed, unprivileged process: screen/sandbox.h), hands it each
+// session's output log read-only, tells it how far each log has grown, and relays
+// SNAPSHOT requests to it. Everything the worker sends is untrusted:
+//  - a message longer than its bound, of an unknown type, about an unknown session or
+//    ticket, or a SCREEN whose shape is not the session's (protocol/screen_payloads.h),
+//    kills the worker; so does a worker that owes a reply for longer than kReplyDeadline;
+//  - its answers to terminal queries are written to a session's terminal only when each is
+//    of a form a terminal sends (is_terminal_answer) and no controller with a terminal of
+//    its own is attached (that terminal answers instead: never both).
+// A worker that dies or is killed is restarted after a backoff and rebuilds every screen
+// from the logs; sessions never wait for it, and no output is lost (the log is the
+// daemon's). While none runs, SNAPSHOT fails with INTERNAL.
+//
+// Notices are coalesced: at most one Advance per session is unacknowledged, so a flood of
+// output costs the worker one message per reply, not one per read. Idle sessions cost
+// nothing: no timer runs while nothing is owed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/event.h"
+#include "common/unique_fd.h"
+#include "protocol/screen_payloads.h"
+
+namespace ptyvisor::server {
+
+class Server;
+class Session;
+
+// Whether `bytes` is a sequence of answers a terminal sends to queries (CPR, DSR, DA1, DA2,
+// DECRPM, DECRQSS, OSC 4/10/11/12 colours), and nothing else.
+bool is_terminal_answer(std::string_view bytes);
+
+class ScreenBroker {
+  public:
+    static constexpr std::uint64_t kReplyDeadlineUsec = 5'000'000;
+    static constexpr std::uint64_t kFirstBackoffUsec = 100'000;
+    static constexpr std::uint64_t kMaxBackoffUsec = 10'000'000;
+    static constexpr std::uint32_t kScrollbackLines = 1000;
+
+    explicit ScreenBroker(Server& server) : server_(server) {}
+    ~ScreenBroker();
+    ScreenBroker(const ScreenBroker&) = delete;
+    ScreenBroker& operator=(const ScreenBroker&) = delete;
+
+    // Starts the worker. Failing to is logged; the daemon serves on, without screens.
+    void start();
+
+    // Session hooks.
+    void opened(Session& session);
+    void output(Session& session);
+    void resized(Session& session);
+    void closed(Session& session);
+
+    // SNAPSHOT. `done` runs later (never inside this call) with true and the SCREEN payload,
+    // or false and why. Returns a ticket for cancel() (a connection that goes first).
+    using Done = std::function<void(bool ok, std::string payload_or_why)>;
+    std::uint32_t snapshot(Session& session, const protocol::SnapshotRequest& request, Done done);
+    void cancel(std::uint32_t ticket);
+
+    // For tests and STATUS: the worker's pid (0: none) and how many times it was started.
+    [[nodiscard]] pid_t worker_pid() const { return pid_; }
+    [[nodiscard]] std::uint64_t starts() const { return starts_; }
+
+  private:
+    struct Tracked {
+        Session* session = nullptr;
+        std::uint32_t number = 0;
+        bool advance_in_flight = false;
+        std::uint64_t notified_end = 0;
+    };
+    struct Pending {
+        Session* session = nullptr;
+        std::string id;
+        protocol::ScreenBounds bounds;
+        Done done;
+    };
+    struct Outgoing {
+        std::vector<std::uint8_t> bytes;
+        UniqueFd fd;
+        std::size_t sent = 0;
+    };
+
+    bool spawn(std::string& why);
+    void open_in_worker(Tracked& t);
+    void send_advance(Tracked& t);
+    void queue(std::vector<std::uint8_t> bytes, UniqueFd fd = {});
+    void flush();
+    void on_socket(std::uint32_t revents);
+    void on_worker_exit();
+    bool handle(std::uint8_t type, std::span<const std::uint8_t> body);
+    bool handle_advanced(std::span<const std::uint8_t> body);
+    bool handle_screen(std::span<const std::uint8_t> body);
+    void owe_reply();
+    void paid_reply();
+    void kill_worker(const char* why);
+    void worker_gone();
+    void schedule_restart();
+    void fail_pending(const std::string& why);
+    void finish_later(std::uint32_t ticket, Done done, bool ok, std::string text);
+    void run_finished();
+    Tracked* find(std::uint32_t number);
+
+    Server& server_;
+    std::map<Session*, Tracked> tracked_;
+    std::map<std::uint32_t, Pending> pending_;
+    // Replies still owed about sessions that have gone: expected, and then forgotten.
+    std::set<std::uint32_t> gone_advances_, gone_tickets_;
+    std::uint32_t next_number_ = 0, next_ticket_ = 0;
+
+    pid_t pid_ = 0;
+    UniqueFd pidfd_, socket_;
+    EventSource socket_source_, pidfd_source_, deadline_timer_, restart_timer_;
+    std::deque<Outgoing> outgoing_;
+    std::vector<std::uint8_t> incoming_;
+    std::uint64_t owed_ = 0;  // replies the worker owes (Advance and Snapshot)
+    std::uint64_t backoff_usec_ = kFirstBackoffUsec, started_usec_ = 0, starts_ = 0;
+    struct Finished {
+        std::uint32_t ticket;
+        Done done;
+        bool ok;
+        std::string text;
+    };
+    std::vector<Finished> finished_;  // run by finished_source_ on the next iteration
+    EventSource finished_source_;
+};
+
+}  // namespace ptyvisor::server
