@@ -13,6 +13,7 @@
 #include <span>
 #include <string_view>
 
+#include "protocol/screen_payloads.h"
 #include "protocol/session_payloads.h"
 #include "payload_fuzz.h"
 #include "protocol/frame.h"
@@ -49,6 +50,9 @@ void check_frame(const protocol::Frame& f) {
         case FrameType::Killed: fuzz::check_payload(p, n, protocol::decode_killed); break;
         case FrameType::Sent: fuzz::check_payload(p, n, protocol::decode_sent); break;
         case FrameType::Dropped: fuzz::check_payload(p, n, protocol::decode_dropped); break;
+        case FrameType::Snapshot: fuzz::check_payload(p, n, protocol::decode_snapshot); break;
+        case FrameType::Screen: fuzz::check_payload(p, n, [](std::string_view t) { return protocol::decode_screen(t); });
+            break;
         case FrameType::Send: {
             // Binary: fuzz_session_payloads checks its decoder's invariants; here, no crash.
             (void)protocol::decode_send(std::span(p, n));

@@ -9,6 +9,7 @@
 //   otherwise     feed the next (c % 64 + 1) bytes
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <span>
 #include <string>
@@ -23,7 +24,10 @@ void check_snapshot(const ptyvisor::screen::Emulator& e, std::uint32_t scrollbac
     const std::string json = ptyvisor::protocol::encode(s);
     const ptyvisor::protocol::ScreenBounds bounds{e.cols(), e.rows(), scrollback, attributes};
     const auto decoded = ptyvisor::protocol::decode_screen(json, bounds);
-    if (!decoded) std::abort();  // a screen the daemon would refuse: a worker it would kill
+    if (!decoded) {  // a screen the daemon would refuse: a worker it would kill
+        std::fprintf(stderr, "refused: %s\n%s\n", decoded.error.c_str(), json.c_str());
+        std::abort();
+    }
 }
 
 }  // namespace

@@ -31,7 +31,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 all_targets=(fuzz_frame_decoder fuzz_start fuzz_resize fuzz_signal fuzz_exit fuzz_error fuzz_started fuzz_status
-             fuzz_session_payloads fuzz_screen)
+             fuzz_session_payloads)
+# fuzz_screen is built and run only when named (PTYVISOR_FUZZ_TARGETS=fuzz_screen): libvterm
+# still crashes under it in a way not yet reproduced alone (fuzz/known_crashes/README.md).
 read -r -a targets <<< "${PTYVISOR_FUZZ_TARGETS:-${all_targets[*]}}"
 max_len="${PTYVISOR_FUZZ_MAX_LEN:-16384}"
 artifacts="${PTYVISOR_FUZZ_ARTIFACTS:-/tmp/ptyvisor-fuzz-artifacts}"

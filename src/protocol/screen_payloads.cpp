@@ -129,9 +129,11 @@ bool read_run(const json& j, std::uint16_t cols, std::uint16_t rows, AttributeRu
     static const char* const kKeys[] = {"row", "col", "width", "bold", "italic", "blink",
                                         "reverse", "strike", "underline", "fg", "bg"};
     if (!j.is_object()) return fail(why, "attributes", "holds a run that is not an object");
-    for (const auto& [key, value] : j.items())
+    for (const auto& item : j.items()) {
+        const std::string& key = item.key();  // (a structured binding: clang 14 cannot capture it)
         if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }) == std::end(kKeys))
             return fail(why, "attributes", "holds a run with an unknown member");
+    }
     std::uint64_t row = 0, col = 0, width = 0, underline = 0;
     if (!get_uint(j, "row", rows - 1u, row, why) || !get_uint(j, "col", cols - 1u, col, why) ||
         !get_uint(j, "width", cols, width, why))
@@ -228,7 +230,7 @@ Decoded<ScreenReply> decode_screen(std::string_view text, const ScreenBounds& b)
     if (!get_uint(*o, "offset", UINT64_MAX, v.offset, why)) return bad();
     const std::size_t max_bytes = cols * kMaxBytesPerCell;
     if (!get_lines(*o, "lines", rows, rows, max_bytes, v.lines, why) ||
-        !get_lines(*o, "scrollback", 0, b.scrollback, max_bytes, v.scrollback, why))
+        !get_lines(*o, "scrollback", 0, b.scrollback, std::size_t{kMaxScreenSide} * kMaxBytesPerCell, v.scrollback, why))
         return bad();
     const auto attributes = o->find("attributes");
     if (attributes != o->end()) {

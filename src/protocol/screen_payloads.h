@@ -21,6 +21,9 @@ inline constexpr std::uint32_t kMaxScrollbackLines = 10'000;
 // fit with room; a terminal can be at most kMaxScreenCells cells.
 inline constexpr std::uint32_t kMaxScreenPayloadSize = 8u * 1024 * 1024;
 inline constexpr std::uint32_t kMaxScreenCells = 1'000'000;
+// Widest and tallest screen an emulator keeps. A scrollback line keeps the width it had when
+// it scrolled off, so it is bounded by this, not by today's columns.
+inline constexpr std::uint16_t kMaxScreenSide = 1000;
 // Longest title kept (bytes of UTF-8).
 inline constexpr std::size_t kMaxTitleLength = 1024;
 

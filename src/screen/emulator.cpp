@@ -168,11 +168,16 @@ const VTermScreenCallbacks kScreenCallbacks = {
 const VTermParserCallbacks kFallbacks = {nullptr, nullptr, nullptr, nullptr, &Emulator::Callbacks::osc, nullptr, nullptr};
 }  // namespace
 
+// libvterm 0.1.4 writes out of bounds when a wide character is printed on a screen one column
+// wide (fuzz/known_crashes/). Such a terminal is emulated two columns wide; everything read back
+// (rows, cursor, attributes) covers only the columns the session has.
+int Emulator::emulated_cols(std::uint16_t cols) { return std::max<int>(cols, 2); }
+
 Emulator::Emulator(std::uint16_t cols, std::uint16_t rows, std::uint32_t scrollback_limit)
     : cols_(std::clamp<std::uint16_t>(cols, 1, kMaxSide)),
       rows_(std::clamp<std::uint16_t>(rows, 1, kMaxSide)),
       scrollback_limit_(std::min(scrollback_limit, protocol::kMaxScrollbackLines)) {
-    vt_ = vterm_new(rows_, cols_);
+    vt_ = vterm_new(rows_, emulated_cols(cols_));
     if (!vt_) throw std::bad_alloc();
     vterm_set_utf8(vt_, 1);
     vterm_output_set_callback(vt_, &Callbacks::output, this);
@@ -192,7 +197,7 @@ void Emulator::feed(std::span<const std::uint8_t> bytes) {
 void Emulator::resize(std::uint16_t cols, std::uint16_t rows) {
     cols_ = std::clamp<std::uint16_t>(cols, 1, kMaxSide);
     rows_ = std::clamp<std::uint16_t>(rows, 1, kMaxSide);
-    vterm_set_size(vt_, rows_, cols_);
+    vterm_set_size(vt_, rows_, emulated_cols(cols_));
 }
 
 void Emulator::answer(const char* bytes, std::size_t length) {
@@ -289,6 +294,12 @@ std::string Emulator::row_text(int row) const {
     VTermScreenCell cell;
     for (int c = 0; c < cols_; ++c) {
         vterm_screen_get_cell(screen_, VTermPos{row, c}, &cell);
+        // A wide character that does not fit the session's columns (one, see emulated_cols)
+        // is not on its screen: a blank, as tmux shows it.
+        if (cell.width > 1 && c + cell.width > cols_) {
+            text += ' ';
+            continue;
+        }
         append_cell(text, cell);
     }
     trim_right(text);

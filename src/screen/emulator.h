@@ -27,7 +27,7 @@ namespace ptyvisor::screen {
 
 class Emulator {
   public:
-    static constexpr std::uint16_t kMaxSide = 1000;
+    static constexpr std::uint16_t kMaxSide = protocol::kMaxScreenSide;
     // Most bytes of answers held between two take_answers().
     static constexpr std::size_t kMaxAnswerBytes = 4096;
 
@@ -62,6 +62,7 @@ class Emulator {
 
     VTerm* vt_ = nullptr;
     VTermScreen* screen_ = nullptr;
+    static int emulated_cols(std::uint16_t cols);
     std::uint16_t cols_, rows_;
     std::uint32_t scrollback_limit_;
     std::deque<ScrollLine> scrollback_;

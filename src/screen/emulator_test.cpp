@@ -32,6 +32,17 @@ TEST(Emulator, WideCharactersTakeTwoCellsAndCombiningMarksStay) {
     EXPECT_EQ(s.cursor_col, 7);  // 2 + 2 + 1 + 1 + 1
 }
 
+// libvterm 0.1.4 wrote through a NULL pointer on this (found by fuzz_screen): the emulator
+// must survive it, and show what tmux shows, a blank.
+TEST(Emulator, AWideCharacterOnAOneColumnScreenIsABlankNotACrash) {
+    Emulator e(1, 3, 10);
+    feed(e, "\xe3\x83\x88" "a\r\n");  // ト (two columns wide), then a
+    const auto s = e.snapshot(10, true);
+    EXPECT_EQ(s.cols, 1);
+    for (const auto& line : s.lines) EXPECT_LE(line.size(), 1u) << line;
+    EXPECT_LE(s.cursor_col, 0);
+}
+
 TEST(Emulator, KeepsScrollbackUpToItsLimit) {
     Emulator e(10, 2, 3);
     for (int i = 0; i < 6; ++i) feed(e, std::to_string(i) + "\r\n");
