@@ -69,13 +69,27 @@ class Suite:
         self.build = os.path.abspath(args.build)
         self.tmp = tempfile.mkdtemp(prefix="ptyvisor-bench-")
         os.chmod(self.tmp, 0o755)
-        self.bin = {
+        built = {
             "ptyvisord": os.path.join(self.build, "src/server/ptyvisord"),
             "ptyvisor": os.path.join(self.build, "src/cli/ptyvisor"),
             "termbench": os.path.join(self.build, "bench/termbench"),
             "micro": os.path.join(self.build, "bench/micro_protocol"),
             "sessionbench": os.path.join(self.build, "bench/sessionbench"),
+            "screen": os.path.join(self.build, "src/server/ptyvisor-screen"),
         }
+        # The account runs some of these, and a clone in /root (mode 0700) is out of its reach:
+        # the suite runs copies from its own 0755 directory (ptyvisor-screen beside ptyvisord,
+        # where the daemon looks for it).
+        bindir = os.path.join(self.tmp, "bin")
+        os.makedirs(bindir, mode=0o755)
+        os.chmod(bindir, 0o755)
+        self.bin = {}
+        for key, path in built.items():
+            copy = os.path.join(bindir, os.path.basename(path))
+            if os.path.exists(path):
+                shutil.copy2(path, copy)
+                os.chmod(copy, 0o755)
+            self.bin[key] = copy
         pw = pwd.getpwnam(ACCOUNT)
         self.uid, self.gid, self.home = pw.pw_uid, pw.pw_gid, pw.pw_dir
         self.procs = []  # (Popen, how to stop it) of long-running helpers

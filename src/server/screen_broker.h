@@ -45,7 +45,12 @@ bool is_terminal_answer(std::string_view bytes);
 
 class ScreenBroker {
   public:
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan+UBSan slow libvterm about tenfold, and a restarted worker replays whole logs.
+    static constexpr std::uint64_t kReplyDeadlineUsec = 60'000'000;
+#else
     static constexpr std::uint64_t kReplyDeadlineUsec = 5'000'000;
+#endif
     static constexpr std::uint64_t kFirstBackoffUsec = 100'000;
     static constexpr std::uint64_t kMaxBackoffUsec = 10'000'000;
     static constexpr std::uint32_t kScrollbackLines = 1000;
