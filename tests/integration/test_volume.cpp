@@ -18,7 +18,7 @@ TEST_F(EndToEnd, BackToBackRunsLoseNoByte) {
     DaemonConfig cfg = config();
     cfg.admissions_per_minute = 1000000;  // the subject is output, not admission control
     ASSERT_NE(start_daemon(cfg), nullptr);
-    const std::size_t runs = scaled(1000, 5000);  // 1000 take about 25 s here
+    const std::size_t runs = scaled(1000, 250, 5000);  // 1000 take about 25 s here
     const std::string filler(200, 'x');
     std::size_t lost = 0;
     std::string first_loss;
@@ -53,7 +53,7 @@ TEST_F(EndToEnd, BackToBackRawSessionsAreFramedInOrderAndComplete) {
     DaemonConfig cfg = config();
     cfg.admissions_per_minute = 1000000;
     ASSERT_NE(start_daemon(cfg), nullptr);
-    const std::size_t runs = scaled(1000, 5000);
+    const std::size_t runs = scaled(1000, 250, 5000);
     const std::string filler(200, 'x');
     std::map<std::string, int> problems;
     std::string first;
@@ -102,7 +102,7 @@ void pause_for(Millis d) {
 TEST_F(EndToEnd, SlowReaderKeepsDaemonMemoryBounded) {
     DaemonProcess* d = start_daemon();
     ASSERT_NE(d, nullptr);
-    const std::size_t volume = scaled(std::size_t{256} << 20, std::size_t{1} << 30);
+    const std::size_t volume = scaled(std::size_t{256} << 20, std::size_t{128} << 20, std::size_t{1} << 30);
     const long baseline_kib = d->rss_kib();
     ASSERT_GT(baseline_kib, 0);
 

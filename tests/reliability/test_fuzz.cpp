@@ -298,7 +298,21 @@ Outcome exchange(int sock, const Bytes& stream, int fd, rel::Rng& rng, Millis ti
     return {terminal, false};
 }
 
-class ProtocolFuzz : public EndToEnd {};
+class ProtocolFuzz : public EndToEnd {
+protected:
+    // The state LIST reports for a session ("running", "exited"), or why it could not say.
+    std::string session_state(const std::string& id) {
+        auto c = connect_as_account();
+        if (!c || c->send(frame(FrameType::List, "", 2)) != 0) return "no LIST connection";
+        const Incoming in = c->next(Millis(10000), 1 << 20);
+        if (in.kind != Incoming::Kind::Frame || in.frame.type != FrameType::Sessions) return in.describe();
+        const auto sessions = protocol::decode_sessions(in.frame.text());
+        if (!sessions) return "undecodable SESSIONS: " + sessions.error;
+        for (const auto& s : *sessions.value)
+            if (s.id == id) return std::string(protocol::to_string(s.state));
+        return "not listed";
+    }
+};
 
 TEST_F(ProtocolFuzz, LiveDaemonSurvivesMutatedStreams) {
     DaemonConfig cfg = config();
@@ -329,7 +343,10 @@ TEST_F(ProtocolFuzz, LiveDaemonSurvivesMutatedStreams) {
     {
         auto c = connect_as_account();
         ASSERT_NE(c, nullptr);
-        auto request = RawClient::start_request({"cat"}, env, dir.get());
+        // A raw terminal: the random bytes that SEND writes to it (a ^C, a ^D) neither signal
+        // nor end it, and the KILLs aimed at it are never mutated (below), so it outlives the
+        // run and the descriptor counts before and after are comparable.
+        auto request = RawClient::start_request({"sh", "-c", "stty raw -echo && exec cat >/dev/null"}, env, dir.get());
         request.detach = true;
         ASSERT_EQ(c->send_start(request, {dir.get()}), 0);
         std::string seen;
@@ -383,7 +400,10 @@ TEST_F(ProtocolFuzz, LiveDaemonSurvivesMutatedStreams) {
             keep = stream.size();
         } else if (mode == 5) {  // a version 2 request, maybe mutated, about a live session or not
             stream = session_request(rng, target_id);
-            if (rng.chance(30)) mutate(stream, 0, rng);
+            const bool kills_target = stream.size() > protocol::kHeaderSize &&
+                                      stream[3] == static_cast<std::uint8_t>(FrameType::Kill) &&
+                                      std::string(stream.begin(), stream.end()).find(target_id) != std::string::npos;
+            if (rng.chance(30) && !kills_target) mutate(stream, 0, rng);
             if (rng.chance(70)) fd = -1;
         } else {  // valid START, then a frame with a length at or beyond its type's bound
             stream = start({"cat"});
@@ -419,6 +439,7 @@ TEST_F(ProtocolFuzz, LiveDaemonSurvivesMutatedStreams) {
     RecordProperty("executions", static_cast<int>(executions));
 
     ASSERT_TRUE(d->running());
+    EXPECT_EQ(session_state(target_id), "running") << "the target session must outlive the run";
     for (const auto& [what, n] : violations) ADD_FAILURE() << n << " executions: " << what;
     EXPECT_TRUE(violations.empty()) << "first: " << first_violation;
     EXPECT_EQ(fds, baseline) << fd_listing(d->pid());

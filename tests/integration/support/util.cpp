@@ -97,6 +97,15 @@ std::string cli_binary() {
 std::string backend() { return env_or("PTYVISOR_TEST_BACKEND", "direct"); }
 bool full_scale() { return env_or("PTYVISOR_TEST_SCALE", "") == "full"; }
 std::size_t scaled(std::size_t ci, std::size_t full) { return full_scale() ? full : ci; }
+std::size_t scaled(std::size_t ci, std::size_t sanitized, std::size_t full) {
+#if defined(__SANITIZE_ADDRESS__)
+    (void)ci;
+    return full_scale() ? full : sanitized;
+#else
+    (void)sanitized;
+    return full_scale() ? full : ci;
+#endif
+}
 std::string account_name() { return env_or("PTYVISOR_TEST_ACCOUNT", "ptyvisor-test"); }
 
 std::optional<Account> lookup_account(const std::string& name) {
