@@ -31,14 +31,18 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 all_targets=(fuzz_frame_decoder fuzz_start fuzz_resize fuzz_signal fuzz_exit fuzz_error fuzz_started fuzz_status
-             fuzz_session_payloads)
-# fuzz_screen is built and run only when named (PTYVISOR_FUZZ_TARGETS=fuzz_screen): libvterm
-# still crashes under it in a way not yet reproduced alone (fuzz/known_crashes/README.md).
+             fuzz_session_payloads fuzz_screen)
 read -r -a targets <<< "${PTYVISOR_FUZZ_TARGETS:-${all_targets[*]}}"
 max_len="${PTYVISOR_FUZZ_MAX_LEN:-16384}"
 artifacts="${PTYVISOR_FUZZ_ARTIFACTS:-/tmp/ptyvisor-fuzz-artifacts}"
 
-cmake --preset fuzz
+# fuzz_screen fuzzes libvterm itself, built instrumented from Debian's source of the version
+# installed (fuzz/libvterm-source.sh); without it, a bad write in the library goes unseen.
+vterm_source=""
+if [[ " ${targets[*]} " == *" fuzz_screen "* ]]; then
+    vterm_source="$(fuzz/libvterm-source.sh "$root/build/libvterm-source")"
+fi
+cmake --preset fuzz -DPTYVISOR_FUZZ_LIBVTERM_SOURCE="$vterm_source"
 # Only the fuzz targets: the rest of the tree is not needed to fuzz the protocol.
 cmake --build --preset fuzz --target "${targets[@]}"
 

@@ -191,13 +191,38 @@ Emulator::Emulator(std::uint16_t cols, std::uint16_t rows, std::uint32_t scrollb
 Emulator::~Emulator() { vterm_free(vt_); }
 
 void Emulator::feed(std::span<const std::uint8_t> bytes) {
-    if (!bytes.empty()) vterm_input_write(vt_, reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    filtered_.clear();
+    utf8_.filter(bytes, filtered_);
+    if (!filtered_.empty()) vterm_input_write(vt_, filtered_.data(), filtered_.size());
 }
 
 void Emulator::resize(std::uint16_t cols, std::uint16_t rows) {
     cols_ = std::clamp<std::uint16_t>(cols, 1, kMaxSide);
     rows_ = std::clamp<std::uint16_t>(rows, 1, kMaxSide);
     vterm_set_size(vt_, rows_, emulated_cols(cols_));
+    reset_margins_after_resize();
+}
+
+// After a resize, the scrolling margins are reset and the cursor stays where libvterm put it,
+// as xterm does. Two faults of libvterm 0.1.4 (Debian 12's), both found by fuzz_screen against
+// an instrumented build of it, make this necessary:
+// - a shrink clamps the bottom margin to the new height but not the top one, so a region set
+//   below the new bottom makes the next scroll move a negative number of lines (memmove with
+//   a negative size); likewise the left margin with the width;
+// - a shrink moves the cursor up by the lines it pushes into the scrollback, to a negative row
+//   when the cursor was above them, and the next character indexes the line table there.
+// The public API can set neither, so the emulator feeds what a program would: CAN (ending any
+// sequence the session's output left half-written, which would swallow the rest), DECSTBM and
+// DECSLRM with no arguments (libvterm 0.1.4 takes CSI s as DECSLRM always), which home the
+// cursor, then a CUP back to the cursor's place, on the screen. The margins are reset whole,
+// so that CUP is absolute even in origin mode.
+void Emulator::reset_margins_after_resize() {
+    VTermPos cursor{};
+    vterm_state_get_cursorpos(vterm_obtain_state(vt_), &cursor);
+    const int row = std::clamp(cursor.row, 0, static_cast<int>(rows_) - 1);
+    const int col = std::clamp(cursor.col, 0, emulated_cols(cols_) - 1);
+    const std::string reset = "\x18\x1b[r\x1b[s\x1b[" + std::to_string(row + 1) + ";" + std::to_string(col + 1) + "H";
+    vterm_input_write(vt_, reset.data(), reset.size());
 }
 
 void Emulator::answer(const char* bytes, std::size_t length) {

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "protocol/screen_payloads.h"
+#include "screen/utf8_filter.h"
 
 struct VTerm;
 struct VTermScreen;
@@ -54,6 +55,7 @@ class Emulator {
 
   private:
     struct ScrollLine;
+    void reset_margins_after_resize();
     void push_scrollback(int cols, const void* cells);
     bool pop_scrollback(int cols, void* cells);
     void answer(const char* bytes, std::size_t length);
@@ -66,6 +68,8 @@ class Emulator {
     std::uint16_t cols_, rows_;
     std::uint32_t scrollback_limit_;
     std::deque<ScrollLine> scrollback_;
+    Utf8Filter utf8_;        // libvterm 0.1.4 is fed whole, well-formed characters only
+    std::string filtered_;   // reused by feed()
     std::string answers_;
     std::string title_;
     bool cursor_visible_ = true;

@@ -112,5 +112,50 @@ TEST(Emulator, ShrinkingAndGrowingKeepsTheText) {
     EXPECT_EQ(s.lines.size(), 5u);
 }
 
+// libvterm 0.1.4 put the cursor on a negative row when a shrink pushed lines that were below
+// it into the scrollback; the next character was then written before the line table
+// (fuzz_screen, instrumented libvterm). The cursor goes to the first line, as in later libvterm.
+TEST(Emulator, ShrinkingBelowAnOccupiedBottomKeepsTheCursorOnTheScreen) {
+    Emulator e(20, 10, 100);
+    feed(e, "\x1b[10;1Hbottom\x1b[1;1H");
+    e.resize(20, 4);
+    auto s = e.snapshot(10, false);
+    EXPECT_EQ(s.cursor_row, 0);
+    EXPECT_EQ(s.lines[3], "bottom");
+    feed(e, "X");
+    s = e.snapshot(10, false);
+    EXPECT_EQ(s.lines[0], "X");
+    EXPECT_EQ(s.lines[3], "bottom");
+    EXPECT_EQ(s.cursor_row, 0);
+    EXPECT_EQ(s.cursor_col, 1);
+}
+
+// libvterm 0.1.4 kept a top margin below the new bottom after a shrink, and the next scroll
+// moved a negative number of lines (a memmove of negative size). A resize resets the margins,
+// as xterm's does, and the whole screen scrolls.
+TEST(Emulator, AScrollRegionBelowTheNewBottomIsResetByTheResize) {
+    Emulator e(20, 24, 100);
+    feed(e, "\x1b[10;20r\x1b[12;1Hregion");
+    e.resize(20, 4);
+    feed(e, "\x1b[4;1H\x1b[Ka\r\nb\r\nc");  // "region" was on the last row
+    const auto s = e.snapshot(10, false);
+    EXPECT_EQ(s.lines[0], "");
+    EXPECT_EQ(s.lines[1], "a");
+    EXPECT_EQ(s.lines[2], "b");
+    EXPECT_EQ(s.lines[3], "c");
+    EXPECT_EQ(s.cursor_row, 3);
+}
+
+// An unfinished character at the end of one write and ASCII at the start of the next
+// overflowed libvterm 0.1.4's code point array (utf8_filter.h): it shows as one U+FFFD.
+TEST(Emulator, ACharacterLeftUnfinishedBetweenWritesIsOneReplacement) {
+    Emulator e(20, 2, 0);
+    feed(e, "hello\xe2\x82");
+    feed(e, "K \xe4\xb8");
+    feed(e, "\xad!");
+    const auto s = e.snapshot(0, false);
+    EXPECT_EQ(s.lines[0], "hello\xef\xbf\xbdK \xe4\xb8\xad!");
+}
+
 }  // namespace
 }  // namespace ptyvisor::screen
