@@ -106,6 +106,7 @@ def run(**members):
     {"lines": ["\x1b[31mred", "", ""]},                  # a control character in a row
     {"lines": ["bell\x07", "", ""]},
     {"lines": ["del\x7f", "", ""]},
+    {"lines": ["\ud800", "", ""]},                       # a lone surrogate: not UTF-8
     {"scrollback": ["\r"]},
     {"scrollback": ["x"] * 11},                          # more than asked for
     {"scrollback": None},
@@ -116,7 +117,8 @@ def run(**members):
     {"cursor": {"row": 0, "col": 0}},
     {"cursor": [0, 0, True]},
     {"alternate": "no"}, {"alternate": None},
-    {"title": 5}, {"title": "t" * 1025}, {"title": None},
+    {"title": 5}, {"title": "t" * 1025}, {"title": None}, {"title": "a\0b"},
+    {"title": "\udcff"},
     {"offset": -1}, {"offset": 2**64}, {"offset": None},
     {"attributes": None},                                # asked for, missing
     {"attributes": {"row": 0}},
@@ -145,6 +147,12 @@ def test_attributes_that_were_not_asked_for_are_refused():
     with pytest.raises(ProtocolError):
         decode_screen(a_screen(), attributes=False)
     assert decode_screen(a_screen(attributes=None), attributes=False).attributes is None
+
+
+def test_without_a_request_the_decoder_takes_a_screen_with_or_without_attributes():
+    assert len(protocol.Screen.from_payload(a_screen()).attributes) == 3
+    assert protocol.Screen.from_payload(a_screen(attributes=None)).attributes is None
+    assert protocol.Screen.from_payload(a_screen(title="\u00e9t\u00e9")).title == "été"
 
 
 def test_snapshot_and_screen_belong_to_version_3():

@@ -403,6 +403,14 @@ def _bounded_int(body: dict, name: str, low: int, high: int) -> int:
     return value
 
 
+def _check_utf8(text: str, name: str) -> None:
+    """JSON's \\ud800 escapes decode to lone surrogates, which are not UTF-8 (section 3)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtocolError(f"SCREEN: {name!r} is not valid UTF-8") from None
+
+
 def _text_rows(value: Any, name: str) -> list[str]:
     """`lines` or `scrollback`: strings that a terminal can print back as they are (10.3
     promises no control characters: a row echoed to a terminal cannot drive it)."""
@@ -411,6 +419,7 @@ def _text_rows(value: Any, name: str) -> list[str]:
     for line in value:
         if not _CONTROL_CHARACTERS.isdisjoint(line):
             raise ProtocolError(f"SCREEN: a row of {name!r} holds a control character")
+        _check_utf8(line, name)
     return value
 
 
@@ -501,10 +510,11 @@ class Screen:
 
     @classmethod
     def from_payload(cls, body: dict, session_id: str | None = None,
-                     scrollback: int = MAX_SCROLLBACK, attributes: bool = True) -> "Screen":
-        """Validates a SCREEN against 10.3 and against what SNAPSHOT asked for
-        (`session_id`, at most `scrollback` lines, `attributes` or not): ProtocolError on
-        anything else."""
+                     scrollback: int = MAX_SCROLLBACK,
+                     attributes: bool | None = None) -> "Screen":
+        """Validates a SCREEN against 10.3 and against what SNAPSHOT asked for: the session
+        `session_id` (None: any), at most `scrollback` lines, and the attribute runs if
+        `attributes` is True, none if False (None: either). ProtocolError otherwise."""
         sid = member(body, "id", str)
         if session_id is not None and sid != session_id:
             raise ProtocolError(f"SCREEN of session {sid!r}, asked for {session_id!r}")
@@ -517,8 +527,9 @@ class Screen:
                         _bounded_int(cursor_body, "col", 0, cols - 1),
                         member(cursor_body, "visible", bool))
         title = member(body, "title", str)
-        if len(title.encode("utf-8", "surrogatepass")) > MAX_TITLE_BYTES:
-            raise ProtocolError(f"SCREEN: a title over {MAX_TITLE_BYTES} bytes")
+        _check_utf8(title, "title")
+        if len(title.encode()) > MAX_TITLE_BYTES or "\0" in title:
+            raise ProtocolError(f"SCREEN: a title over {MAX_TITLE_BYTES} bytes, or with NUL")
         lines = _text_rows(body.get("lines"), "lines")
         if len(lines) != rows:
             raise ProtocolError(f"SCREEN: {len(lines)} lines for {rows} rows")
@@ -526,9 +537,9 @@ class Screen:
         if len(older) > scrollback:
             raise ProtocolError(f"SCREEN: {len(older)} scrollback lines, {scrollback} asked")
         runs = None
-        if attributes:
+        if attributes or (attributes is None and body.get("attributes") is not None):
             runs = cls._runs(member(body, "attributes", list), rows, cols)
-        elif "attributes" in body:
+        elif "attributes" in body and attributes is False:
             raise ProtocolError("SCREEN: attributes that were not asked for")
         return cls(id=sid, cols=cols, rows=rows, cursor=cursor,
                    alternate=member(body, "alternate", bool), title=title,

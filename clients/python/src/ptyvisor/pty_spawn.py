@@ -308,8 +308,8 @@ class spawn:  # noqa: N801 - pexpect's name
 
     def snapshot(self, scrollback: int = 0, attributes: bool = False) -> Screen:
         """What the child's terminal shows now (Client.snapshot), for what pexpect users
-        feed to pyte: `child.snapshot().lines`, `.cursor`, `.text()`. It covers every byte
-        the child wrote so far, including output expect() has not read yet."""
+        feed to pyte: `child.snapshot().lines`, `.cursor`, `.text()`. It covers at least
+        all the output expect() has seen, and may show output not read yet."""
         if self.closed:
             raise ValueError("I/O operation on closed file.")
         return Client(self._relay.conn.path).snapshot(self.id, scrollback, attributes)
