@@ -24,8 +24,9 @@ def frame(ftype, payload=b"", version=2):
 @pytest.fixture
 def fake_daemon(tmp_path):
     """fake_daemon(reply_bytes) -> socket path. The server accepts one connection, reads the
-    request's first bytes, writes reply_bytes and closes."""
+    request's first bytes (kept in fake_daemon.requests), writes reply_bytes and closes."""
     threads = []
+    requests = []
 
     def serve(reply: bytes):
         path = str(tmp_path / f"fake{len(threads)}.sock")
@@ -38,13 +39,14 @@ def fake_daemon(tmp_path):
             with server:
                 conn, _ = server.accept()
                 with conn:
-                    conn.recv(65536)
+                    requests.append(conn.recv(65536))
                     conn.sendall(reply)
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         threads.append(thread)
         return path
 
+    serve.requests = requests
     yield serve
     for thread in threads:
         thread.join(10)
@@ -160,3 +162,65 @@ def test_an_async_observer_that_fell_behind_counts_what_it_lost(fake_daemon):
         return await observer.read_to_end(), observer
     data, observer = asyncio.run(scenario())
     assert data == b"abxyz" and observer.lost == 94 and observer.offset == 103
+
+
+# -- snapshot (protocol section 10) ------------------------------------------------------
+
+def a_screen(**changes):
+    body = {"id": SID, "cols": 4, "rows": 2, "cursor": {"row": 0, "col": 2, "visible": True},
+            "alternate": False, "title": "", "offset": 2, "lines": ["hi", ""],
+            "scrollback": []}
+    return body | changes
+
+
+def snapshot_with(path, **kw):
+    return ptyvisor.Client(path, timeout=10).snapshot(SID, **kw)
+
+
+def async_snapshot_with(path, **kw):
+    async def scenario():
+        return await ptyvisor.AsyncClient(path, timeout=10).snapshot(SID, **kw)
+    return asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+@pytest.mark.parametrize("take", [snapshot_with, async_snapshot_with])
+def test_snapshot_asks_in_version_3_and_decodes_screen(fake_daemon, take):
+    path = fake_daemon(frame(28, a_screen(scrollback=["older"]), version=3))
+    screen = take(path, scrollback=5)
+    assert screen.lines == ["hi", ""] and screen.scrollback == ["older"]
+    request = fake_daemon.requests[0]
+    assert request[:4] == b"PV\x03\x1b"                 # version 3, SNAPSHOT
+    assert struct.unpack(">I", request[4:8])[0] == len(request) - 8
+    assert json.loads(request[8:]) == {"id": SID, "scrollback": 5}
+
+
+@pytest.mark.parametrize("take", [snapshot_with, async_snapshot_with])
+@pytest.mark.parametrize("reply", [
+    frame(28, a_screen(lines=["hi"]), version=3),               # fewer lines than rows
+    frame(28, a_screen(cursor={"row": 2, "col": 0, "visible": True}), version=3),
+    frame(28, a_screen(attributes=[]), version=3),              # not asked for
+    frame(28, a_screen(), version=2),                           # SCREEN is not version 2
+    frame(28, b"[]", version=3),
+    frame(13, {"id": SID}, version=3),                          # no reply to SNAPSHOT
+], ids=["too_few_lines", "cursor_off_screen", "unasked_attributes", "screen_in_version_2",
+        "not_an_object", "attached"])
+def test_a_malformed_screen_is_a_protocol_error(fake_daemon, take, reply):
+    with pytest.raises(errors.ProtocolError):
+        take(fake_daemon(reply))
+
+
+@pytest.mark.parametrize("take", [snapshot_with, async_snapshot_with])
+def test_a_daemon_without_version_3_is_unsupported_version(fake_daemon, take):
+    # What a daemon that speaks versions 1 and 2 answers a version 3 header (section 8).
+    path = fake_daemon(frame(9, {"code": "unsupported_version",
+                                 "message": "version 3 is not supported"}, version=1))
+    with pytest.raises(errors.UnsupportedVersion, match="protocol version 3"):
+        take(path)
+
+
+@pytest.mark.parametrize("take", [snapshot_with, async_snapshot_with])
+def test_a_screen_not_available_now_is_internal(fake_daemon, take):
+    path = fake_daemon(frame(9, {"code": "internal", "message": "the screen worker is "
+                                 "restarting"}, version=3))
+    with pytest.raises(errors.Internal, match="restarting"):
+        take(path)

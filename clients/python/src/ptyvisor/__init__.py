@@ -2,15 +2,16 @@
 
 - ``ptyvisor.spawn``: pexpect.spawn's core on a ptyvisor session (change the import).
 - ``ptyvisor.Client`` / ``ptyvisor.AsyncClient``: the session calls of protocol version 2
-  (start detached, attach, list, read, wait, kill, send).
+  (start detached, attach, list, read, wait, kill, send), and ``snapshot``, the screen of
+  version 3 (a ``Screen``: lines, cursor, title, scrollback, attributes).
 - ``ptyvisor.errors``: ``PtyvisorError`` and one subclass per protocol error code.
 """
 
 from . import errors
 from .client import Attachment, Client
 from .errors import EOF, TIMEOUT, ExceptionPexpect, PtyvisorError
-from .protocol import (Attached, ExitStatus, Killed, Log, SessionInfo, Started, Waited,
-                       default_socket_path)
+from .protocol import (Attached, AttributeRun, Cursor, ExitStatus, Killed, Log, Screen,
+                       SessionInfo, Started, Waited, default_socket_path)
 from .pty_spawn import run, spawn
 
 __version__ = "0.1.0"
@@ -25,4 +26,5 @@ def __getattr__(name):
 
 __all__ = ["spawn", "run", "EOF", "TIMEOUT", "ExceptionPexpect", "PtyvisorError", "errors", "Client",
            "Attachment", "AsyncClient", "AsyncAttachment", "Started", "SessionInfo", "Log",
-           "Waited", "Killed", "Attached", "ExitStatus", "default_socket_path"]
+           "Waited", "Killed", "Attached", "ExitStatus", "Screen", "Cursor", "AttributeRun",
+           "default_socket_path"]

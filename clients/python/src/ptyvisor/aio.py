@@ -1,4 +1,4 @@
-"""The session calls of protocol version 2, for asyncio: AsyncClient mirrors Client.
+"""The session calls of protocol versions 2 and 3, for asyncio: AsyncClient mirrors Client.
 
 START's cwd descriptor rides on a sendmsg that asyncio's streams cannot make, so the
 connection is made and START written on the bare non-blocking socket, then handed to
@@ -12,22 +12,25 @@ import os
 import socket
 
 from . import protocol
-from .client import (kill_body, log_from, log_length, protocol_json, send_payload,
-                     sessions_from, start_body, wait_body)
+from .client import (kill_body, log_from, log_length, protocol_json, screen_from,
+                     send_payload, sessions_from, snapshot_refusal, start_body, wait_body)
 from .connection import open_directory, send_with_fd
-from .errors import ConnectionLost, ProtocolError, error_from_payload
-from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, SessionInfo, Started,
-                       Waited, check_id, member, position)
+from .errors import ConnectionLost, ProtocolError, UnsupportedVersion, error_from_payload
+from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, Screen, SessionInfo,
+                       Started, Waited, check_id, member, position)
 
 _SLACK = 10.0
 
 
 class _AsyncConnection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 version: int = protocol.VERSION):
         self.reader, self.writer = reader, writer
+        self.version = version   # the connection's (section 8), as Connection's
 
     @classmethod
-    async def open(cls, path: str, start: tuple[bytes, int] | None = None):
+    async def open(cls, path: str, start: tuple[bytes, int] | None = None,
+                   version: int = protocol.VERSION):
         loop = asyncio.get_running_loop()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         sock.setblocking(False)
@@ -42,7 +45,7 @@ class _AsyncConnection:
         except BaseException:
             sock.close()
             raise
-        conn = cls(reader, writer)
+        conn = cls(reader, writer, version)
         if rest:
             conn.writer.write(rest)
         return conn
@@ -63,7 +66,7 @@ class _AsyncConnection:
                 return 0   # the daemon refused at accept: its ERROR is read next
 
     async def send(self, ftype: int, payload: bytes = b"") -> None:
-        self.writer.write(protocol.encode_frame(ftype, payload))
+        self.writer.write(protocol.encode_frame(ftype, payload, self.version))
         try:
             await self.writer.drain()
         except (BrokenPipeError, ConnectionResetError):
@@ -78,7 +81,7 @@ class _AsyncConnection:
             return None
         except ConnectionResetError:
             return None
-        ftype, length = protocol.parse_header(header)
+        ftype, length = protocol.parse_header(header, self.version)
         try:
             payload = await self.reader.readexactly(length) if length else b""
         except asyncio.IncompleteReadError:
@@ -146,7 +149,7 @@ class AsyncClient:
         except BaseException:
             conn.close()
             raise
-        return AsyncAttachment(conn, head)
+        return AsyncAttachment(conn, head, self)
 
     async def list(self) -> list[SessionInfo]:
         return sessions_from(await self._ask(FrameType.LIST, b"", FrameType.SESSIONS))
@@ -197,13 +200,29 @@ class AsyncClient:
         body = await self._ask(FrameType.SEND, send_payload(session_id, data), FrameType.SENT)
         return member(body, "bytes", int)
 
+    async def snapshot(self, session_id, scrollback: int = 0,
+                       attributes: bool = False) -> Screen:
+        """As Client.snapshot: the session's screen, on a version 3 connection."""
+        request = protocol.snapshot_body(session_id, scrollback, attributes)
+        conn = await _AsyncConnection.open(self.socket_path, version=protocol.SCREEN_VERSION)
+        try:
+            await conn.send(FrameType.SNAPSHOT, protocol_json(request))
+            body = await asyncio.wait_for(conn.reply(FrameType.SCREEN), self.timeout)
+        except UnsupportedVersion as e:
+            raise snapshot_refusal(e) from None
+        finally:
+            conn.close()
+        return screen_from(body, request)
+
 
 class AsyncAttachment:
     """As Attachment: `await read()` returns output as it comes, b"" at the end (then
     .exit is set, or .detached_offset after detach())."""
 
-    def __init__(self, conn: _AsyncConnection, attached: Attached):
+    def __init__(self, conn: _AsyncConnection, attached: Attached,
+                 client: "AsyncClient | None" = None):
         self._conn = conn
+        self._client = client
         self.attached = attached
         self.role = attached.role
         self.offset = attached.offset     # of the next byte read() returns
@@ -236,6 +255,11 @@ class AsyncAttachment:
             else:
                 raise ProtocolError(f"unexpected frame type {ftype} in a session")
         return b""
+
+    async def snapshot(self, scrollback: int = 0, attributes: bool = False) -> Screen:
+        """The session's screen (AsyncClient.snapshot), on a connection of its own."""
+        client = self._client or AsyncClient()
+        return await client.snapshot(self.attached.id, scrollback, attributes)
 
     async def read_to_end(self) -> bytes:
         out = bytearray()

@@ -1,8 +1,11 @@
-"""The session calls of protocol version 2 (section 9), blocking.
+"""The session calls of protocol version 2 (section 9) and the screen of version 3
+(section 10), blocking.
 
 Each call is one connection: START (detached) returns the id; attach() keeps its connection
-open in an Attachment; list, read, wait, kill and send ask once and return the reply.
-Timeouts are in seconds, as Python's are; None waits as long as the daemon takes.
+open in an Attachment; list, read, wait, kill, send and snapshot ask once and return the
+reply. snapshot()'s connection speaks version 3, every other one version 2 (the version is
+per connection, section 8). Timeouts are in seconds, as Python's are; None waits as long as
+the daemon takes.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ import os
 
 from . import protocol
 from .connection import Connection, Relay, deadline_after, expect_reply, open_directory
-from .errors import ConnectionLost, ProtocolError
-from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, SessionInfo, Started,
-                       Waited, check_id, member, position)
+from .errors import ConnectionLost, ProtocolError, UnsupportedVersion
+from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, Screen, SessionInfo,
+                       Started, Waited, check_id, member, position)
 
 MAX_READ_BYTES = 67108864   # READ's max_bytes bound (9.6)
 
@@ -89,6 +92,19 @@ def sessions_from(body: dict) -> list[SessionInfo]:
     return [SessionInfo.from_payload(s) for s in sessions]
 
 
+def screen_from(body: dict, request: dict) -> Screen:
+    """SCREEN validated against 10.3 and against the SNAPSHOT that asked for it."""
+    return Screen.from_payload(body, request["id"], request.get("scrollback", 0),
+                               request.get("attributes", False))
+
+
+def snapshot_refusal(error: UnsupportedVersion) -> UnsupportedVersion:
+    """A daemon that speaks only versions 1 and 2 refuses the version 3 header with
+    unsupported_version (section 8): say what that means for snapshot()."""
+    return UnsupportedVersion("the daemon does not speak protocol version 3, which "
+                              f"snapshot() needs (upgrade ptyvisord); it said: {error.message}")
+
+
 class Client:
     """Talks to one daemon. `socket_path` defaults to $PTYVISOR_SOCKET, else
     /run/ptyvisor/ptyvisor.sock; `timeout` bounds each reply (not wait()'s own wait)."""
@@ -141,7 +157,7 @@ class Client:
         except BaseException:
             conn.close()
             raise
-        return Attachment(conn, head)
+        return Attachment(conn, head, self)
 
     def list(self) -> list[SessionInfo]:
         """The sessions, oldest first (running ones and recently exited detached ones)."""
@@ -194,6 +210,24 @@ class Client:
         body = self._ask(FrameType.SEND, send_payload(session_id, data), FrameType.SENT)
         return member(body, "bytes", int)
 
+    def snapshot(self, session_id: str, scrollback: int = 0, attributes: bool = False) -> Screen:
+        """What the session's terminal shows now, as the daemon's emulator sees it: every
+        byte the session wrote before this call is drawn (Screen.offset says up to where).
+        `scrollback`: how many of the newest lines that scrolled off the top to add (0..10000;
+        the daemon keeps 1000); `attributes`: add the colours and styles (Screen.attributes).
+        Raises NoSuchSession for an unknown id, Internal when the screen is not available
+        right now (ask again), UnsupportedVersion from a daemon without version 3."""
+        request = protocol.snapshot_body(session_id, scrollback, attributes)
+        conn = Connection(self.socket_path, protocol.SCREEN_VERSION)
+        try:
+            conn.send_json(FrameType.SNAPSHOT, request)
+            body = expect_reply(conn, FrameType.SCREEN, deadline_after(self.timeout))
+        except UnsupportedVersion as e:
+            raise snapshot_refusal(e) from None
+        finally:
+            conn.close()
+        return screen_from(body, request)
+
 
 def protocol_json(body: dict) -> bytes:
     return protocol.encode_json_frame(0, body)[protocol.HEADER_SIZE:]
@@ -204,10 +238,16 @@ class Attachment:
     comes; b"" once the session has ended (then .exit is set) or the attachment was
     detached. A controller may also write(), resize(), signal(), stop() and detach()."""
 
-    def __init__(self, conn: Connection, attached: Attached):
+    def __init__(self, conn: Connection, attached: Attached, client: Client | None = None):
         self.attached = attached
         self.role = attached.role
         self._relay = Relay(conn, attached.offset)
+        self._client = client or Client(conn.path)
+
+    def snapshot(self, scrollback: int = 0, attributes: bool = False) -> Screen:
+        """The session's screen (Client.snapshot), on a connection of its own: output this
+        attachment has not read yet may already be drawn."""
+        return self._client.snapshot(self.attached.id, scrollback, attributes)
 
     @property
     def offset(self) -> int:

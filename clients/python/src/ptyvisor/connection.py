@@ -56,10 +56,13 @@ def send_with_fd(sock: socket.socket, data: bytes, fd: int) -> int:
 
 
 class Connection:
-    """Frames in and out of one socket. next_frame() returns None at end of stream."""
+    """Frames in and out of one socket. next_frame() returns None at end of stream.
+    `version` is the connection's (section 8): its frames carry it, and the daemon's may
+    carry it or a lower one."""
 
-    def __init__(self, socket_path: str | None = None):
+    def __init__(self, socket_path: str | None = None, version: int = protocol.VERSION):
         self.path = socket_path or protocol.default_socket_path()
+        self.version = version
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
             self._sock.connect(self.path)
@@ -69,7 +72,7 @@ class Connection:
         self._sock.setblocking(False)
         self._poll = select.poll()
         self._poll.register(self._sock, select.POLLIN)
-        self._decoder = protocol.FrameDecoder()
+        self._decoder = protocol.FrameDecoder(version)
         self.inbox: collections.deque[tuple[int, bytes]] = collections.deque()
         self.at_eof = False
 
@@ -88,7 +91,7 @@ class Connection:
 
     def send_start(self, body: dict, cwd_fd: int) -> None:
         """START with the cwd descriptor riding on its first byte."""
-        data = protocol.encode_json_frame(FrameType.START, body)
+        data = protocol.encode_json_frame(FrameType.START, body, self.version)
         self._sock.settimeout(_START_TIMEOUT)   # a daemon that never reads cannot hang us
         try:
             sent = send_with_fd(self._sock, data, cwd_fd)
@@ -141,10 +144,10 @@ class Connection:
         raise ConnectionLost("the daemon closed the connection")
 
     def send_frame(self, ftype: int, payload: bytes = b"", deadline: float | None = None) -> None:
-        self.write(protocol.encode_frame(ftype, payload), deadline)
+        self.write(protocol.encode_frame(ftype, payload, self.version), deadline)
 
     def send_json(self, ftype: int, body: dict) -> None:
-        self.write(protocol.encode_json_frame(ftype, body))
+        self.write(protocol.encode_json_frame(ftype, body, self.version))
 
     # -- reading -------------------------------------------------------------------------
 

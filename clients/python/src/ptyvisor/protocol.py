@@ -13,12 +13,13 @@ import json
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ProtocolError
 
 MAGIC = b"PV"
-VERSION = 2            # the version this client speaks (section 8)
+VERSION = 2            # the version of every connection but SNAPSHOT's (section 8)
+SCREEN_VERSION = 3     # SNAPSHOT/SCREEN (section 10) exist from this version on
 HEADER_SIZE = 8
 _HEADER = struct.Struct(">2sBBI")
 
@@ -55,6 +56,8 @@ class FrameType(enum.IntEnum):
     SEND = 24
     SENT = 25
     DROPPED = 26
+    SNAPSHOT = 27
+    SCREEN = 28
 
 
 _K256 = 262144
@@ -71,7 +74,11 @@ BOUNDS: dict[int, tuple[int, int]] = {
     FrameType.WAIT: (2, _K4), FrameType.WAITED: (2, _K4), FrameType.KILL: (2, _K4),
     FrameType.KILLED: (2, _K4), FrameType.SEND: (33, 32 + MAX_IO_PAYLOAD),
     FrameType.SENT: (2, _K4), FrameType.DROPPED: (2, _K4),
+    FrameType.SNAPSHOT: (2, _K4), FrameType.SCREEN: (2, 8388608),
 }
+# The highest frame type each version knows (sections 2.2, 9.3, 10.1): a type above it, in a
+# frame of that version, is unknown.
+LAST_TYPE_OF_VERSION = {1: FrameType.STATUS, 2: FrameType.DROPPED, 3: FrameType.SCREEN}
 
 
 def default_socket_path() -> str:
@@ -79,24 +86,28 @@ def default_socket_path() -> str:
     return os.environ.get(SOCKET_ENVIRONMENT_VARIABLE) or DEFAULT_SOCKET_PATH
 
 
-def encode_frame(ftype: int, payload: bytes = b"") -> bytes:
-    return _HEADER.pack(MAGIC, VERSION, ftype, len(payload)) + payload
+def encode_frame(ftype: int, payload: bytes = b"", version: int = VERSION) -> bytes:
+    return _HEADER.pack(MAGIC, version, ftype, len(payload)) + payload
 
 
-def encode_json_frame(ftype: int, body: dict) -> bytes:
+def encode_json_frame(ftype: int, body: dict, version: int = VERSION) -> bytes:
     return encode_frame(ftype, json.dumps(body, separators=(",", ":"),
-                                          ensure_ascii=False).encode())
+                                          ensure_ascii=False).encode(), version)
 
 
-def parse_header(header: bytes) -> tuple[int, int]:
-    """(type, length) of a frame header from the daemon, validated as section 2.2 says."""
+def parse_header(header: bytes, connection_version: int = VERSION) -> tuple[int, int]:
+    """(type, length) of a frame header from the daemon, validated as section 2.2 says.
+    A connection accepts frames of its own version and below (the daemon writes version 1
+    before it has read the first frame, section 8); a type must exist in the frame's own
+    version."""
     magic, version, ftype, length = _HEADER.unpack(header)
     if magic != MAGIC:
         raise ProtocolError("the daemon sent a frame with bad magic")
-    if version not in (1, 2):
-        raise ProtocolError(f"the daemon sent a frame of version {version}")
+    if not 1 <= version <= connection_version:
+        raise ProtocolError(f"the daemon sent a frame of version {version} in a version "
+                            f"{connection_version} connection")
     bounds = BOUNDS.get(ftype)
-    if bounds is None:
+    if bounds is None or ftype > LAST_TYPE_OF_VERSION[version]:
         raise ProtocolError(f"the daemon sent a frame of unknown type {ftype}")
     if not bounds[0] <= length <= bounds[1]:
         raise ProtocolError(f"the daemon sent a {FrameType(ftype).name} of {length} bytes")
@@ -106,8 +117,9 @@ def parse_header(header: bytes) -> tuple[int, int]:
 class FrameDecoder:
     """Reassembles frames from a byte stream (a frame may span reads; a read may hold many)."""
 
-    def __init__(self) -> None:
+    def __init__(self, version: int = VERSION) -> None:
         self._buffer = bytearray()
+        self.version = version   # the connection's: frames of a higher one are refused
 
     def feed(self, data: bytes | memoryview) -> None:
         self._buffer += data
@@ -118,7 +130,8 @@ class FrameDecoder:
         pos = 0
         try:
             while len(buf) - pos >= HEADER_SIZE:
-                ftype, length = parse_header(bytes(buf[pos:pos + HEADER_SIZE]))
+                ftype, length = parse_header(bytes(buf[pos:pos + HEADER_SIZE]),
+                                             self.version)
                 end = pos + HEADER_SIZE + length
                 if len(buf) < end:
                     break
@@ -356,3 +369,193 @@ def check_id(session_id: str) -> str:
             or any(c not in "0123456789abcdef" for c in session_id)):
         raise ValueError(f"a session id is 32 lowercase hex digits, not {session_id!r}")
     return session_id
+
+
+# -- the screen (section 10) ------------------------------------------------------------
+
+MAX_SCROLLBACK = 10000          # SNAPSHOT's `scrollback` bound (10.2)
+MAX_SCREEN_CELLS = 1000000      # cols × rows (10.3)
+MAX_TITLE_BYTES = 1024
+_UNDERLINE_STYLES = (1, 2, 3)   # single, double, curly
+_STYLE_FLAGS = ("bold", "italic", "blink", "reverse", "strike")
+_CONTROL_CHARACTERS = frozenset(map(chr, [*range(0x20), 0x7F]))
+
+
+def snapshot_body(session_id: str, scrollback: int, attributes: bool) -> dict:
+    """SNAPSHOT (10.2). Members left at their defaults are not sent."""
+    if (not isinstance(scrollback, int) or isinstance(scrollback, bool)
+            or not 0 <= scrollback <= MAX_SCROLLBACK):
+        raise ValueError(f"scrollback is 0..{MAX_SCROLLBACK} lines, not {scrollback!r}")
+    if not isinstance(attributes, bool):
+        raise ValueError(f"attributes is True or False, not {attributes!r}")
+    body: dict = {"id": check_id(session_id)}
+    if scrollback:
+        body["scrollback"] = scrollback
+    if attributes:
+        body["attributes"] = True
+    return body
+
+
+def _bounded_int(body: dict, name: str, low: int, high: int) -> int:
+    value = member(body, name, int)
+    if not low <= value <= high:
+        raise ProtocolError(f"SCREEN: {name!r} is {value}, not in {low}..{high}")
+    return value
+
+
+def _check_utf8(text: str, name: str) -> None:
+    """JSON's \\ud800 escapes decode to lone surrogates, which are not UTF-8 (section 3)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtocolError(f"SCREEN: {name!r} is not valid UTF-8") from None
+
+
+def _text_rows(value: Any, name: str) -> list[str]:
+    """`lines` or `scrollback`: strings that a terminal can print back as they are (10.3
+    promises no control characters: a row echoed to a terminal cannot drive it)."""
+    if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
+        raise ProtocolError(f"SCREEN: {name!r} is not an array of strings")
+    for line in value:
+        if not _CONTROL_CHARACTERS.isdisjoint(line):
+            raise ProtocolError(f"SCREEN: a row of {name!r} holds a control character")
+        _check_utf8(line, name)
+    return value
+
+
+class Cursor(NamedTuple):
+    """The cursor of a SCREEN, 0-based from the top left; `visible` is False after
+    CSI ? 25 l. A tuple: `row, col, visible = screen.cursor` works."""
+
+    row: int
+    col: int
+    visible: bool
+
+
+@dataclass(frozen=True)
+class AttributeRun:
+    """`width` cells of row `row` from column `col` that share a look other than the default
+    (10.3). `fg`/`bg`: a palette index 0..255, a "#rrggbb" string, or None for the default
+    colour; `underline`: 0 none, 1 single, 2 double, 3 curly."""
+
+    row: int
+    col: int
+    width: int
+    bold: bool = False
+    italic: bool = False
+    blink: bool = False
+    reverse: bool = False
+    strike: bool = False
+    underline: int = 0
+    fg: int | str | None = None
+    bg: int | str | None = None
+
+    @classmethod
+    def from_payload(cls, body: Any, rows: int, cols: int) -> "AttributeRun":
+        if not isinstance(body, dict):
+            raise ProtocolError("SCREEN: an attribute run is not an object")
+        row = _bounded_int(body, "row", 0, rows - 1)
+        col = _bounded_int(body, "col", 0, cols - 1)
+        width = _bounded_int(body, "width", 1, cols - col)
+        flags = {name: member(body, name, bool, False) for name in _STYLE_FLAGS}
+        underline = member(body, "underline", int, 0)
+        if underline not in (0, *_UNDERLINE_STYLES):
+            raise ProtocolError(f"SCREEN: underline {underline} is not 1, 2 or 3")
+        run = cls(row=row, col=col, width=width, underline=underline,
+                  fg=_colour(body, "fg"), bg=_colour(body, "bg"), **flags)
+        if run.is_default():
+            raise ProtocolError("SCREEN: an attribute run with the default look")
+        return run
+
+    def is_default(self) -> bool:
+        return (not any(getattr(self, name) for name in _STYLE_FLAGS) and not self.underline
+                and self.fg is None and self.bg is None)
+
+
+def _colour(body: dict, name: str) -> int | str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 255:
+        return value
+    if (isinstance(value, str) and len(value) == 7 and value[0] == "#"
+            and all(c in "0123456789abcdefABCDEF" for c in value[1:])):
+        return value
+    raise ProtocolError(f"SCREEN: {name!r} is {value!r}, not 0..255 or \"#rrggbb\"")
+
+
+@dataclass(frozen=True)
+class Screen:
+    """SCREEN (10.3): what the session's terminal shows. `lines` holds exactly `rows` rows,
+    top first, without trailing spaces; `scrollback` the lines that scrolled off the top,
+    oldest first; `offset` the log offset whose output the screen shows all of;
+    `attributes` the runs of non-default cells, or None when they were not asked for."""
+
+    id: str
+    cols: int
+    rows: int
+    cursor: Cursor
+    alternate: bool
+    title: str
+    offset: int
+    lines: list[str]
+    scrollback: list[str]
+    attributes: list[AttributeRun] | None = None
+
+    def text(self, scrollback: bool = False) -> str:
+        """The rows joined with newlines (tmux capture-pane -p prints the same rows, each
+        ending with a newline). scrollback=True puts the scrollback first, as
+        capture-pane -p -S - does."""
+        return "\n".join((self.scrollback if scrollback else []) + self.lines)
+
+    @classmethod
+    def from_payload(cls, body: dict, session_id: str | None = None,
+                     scrollback: int = MAX_SCROLLBACK,
+                     attributes: bool | None = None) -> "Screen":
+        """Validates a SCREEN against 10.3 and against what SNAPSHOT asked for: the session
+        `session_id` (None: any), at most `scrollback` lines, and the attribute runs if
+        `attributes` is True, none if False (None: either). ProtocolError otherwise."""
+        sid = member(body, "id", str)
+        if session_id is not None and sid != session_id:
+            raise ProtocolError(f"SCREEN of session {sid!r}, asked for {session_id!r}")
+        cols = _bounded_int(body, "cols", 1, 65535)
+        rows = _bounded_int(body, "rows", 1, 65535)
+        if cols * rows > MAX_SCREEN_CELLS:
+            raise ProtocolError(f"SCREEN: {cols} x {rows} cells is over {MAX_SCREEN_CELLS}")
+        cursor_body = member(body, "cursor", dict)
+        cursor = Cursor(_bounded_int(cursor_body, "row", 0, rows - 1),
+                        _bounded_int(cursor_body, "col", 0, cols - 1),
+                        member(cursor_body, "visible", bool))
+        title = member(body, "title", str)
+        _check_utf8(title, "title")
+        if len(title.encode()) > MAX_TITLE_BYTES or "\0" in title:
+            raise ProtocolError(f"SCREEN: a title over {MAX_TITLE_BYTES} bytes, or with NUL")
+        lines = _text_rows(body.get("lines"), "lines")
+        if len(lines) != rows:
+            raise ProtocolError(f"SCREEN: {len(lines)} lines for {rows} rows")
+        older = _text_rows(body.get("scrollback"), "scrollback")
+        if len(older) > scrollback:
+            raise ProtocolError(f"SCREEN: {len(older)} scrollback lines, {scrollback} asked")
+        runs = None
+        if attributes or (attributes is None and body.get("attributes") is not None):
+            runs = cls._runs(member(body, "attributes", list), rows, cols)
+        elif "attributes" in body and attributes is False:
+            raise ProtocolError("SCREEN: attributes that were not asked for")
+        return cls(id=sid, cols=cols, rows=rows, cursor=cursor,
+                   alternate=member(body, "alternate", bool), title=title,
+                   offset=_bounded_int(body, "offset", 0, 2**64 - 1), lines=lines,
+                   scrollback=older, attributes=runs)
+
+    @staticmethod
+    def _runs(items: list, rows: int, cols: int) -> list[AttributeRun]:
+        """The runs, which must come in row then column order without overlapping."""
+        runs = []
+        next_free = (0, 0)    # the first cell the next run may begin at
+        for item in items:
+            run = AttributeRun.from_payload(item, rows, cols)
+            if (run.row, run.col) < next_free:
+                raise ProtocolError(f"SCREEN: the attribute run at row {run.row}, column "
+                                    f"{run.col} overlaps or is out of order")
+            next_free = (run.row, run.col + run.width)
+            runs.append(run)
+        return runs

@@ -19,9 +19,9 @@ import time
 
 from . import protocol
 from .connection import Connection, Relay, deadline_after, expect_reply, open_directory
-from .client import protocol_json, start_body
+from .client import Client, protocol_json, start_body
 from .errors import EOF, TIMEOUT, ExceptionPexpect
-from .protocol import FrameType
+from .protocol import FrameType, Screen
 
 _CONTROL_NAMES = {"@": 0, "`": 0, "[": 27, "\\": 28, "]": 29, "^": 30, "_": 31, "?": 127}
 
@@ -303,6 +303,16 @@ class spawn:  # noqa: N801 - pexpect's name
 
     def sendintr(self) -> None:
         self.send(b"\x03")
+
+    # -- the screen ----------------------------------------------------------------------
+
+    def snapshot(self, scrollback: int = 0, attributes: bool = False) -> Screen:
+        """What the child's terminal shows now (Client.snapshot), for what pexpect users
+        feed to pyte: `child.snapshot().lines`, `.cursor`, `.text()`. It covers at least
+        all the output expect() has seen, and may show output not read yet."""
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        return Client(self._relay.conn.path).snapshot(self.id, scrollback, attributes)
 
     # -- the child -----------------------------------------------------------------------
 
