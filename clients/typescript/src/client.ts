@@ -1,12 +1,14 @@
 // The session calls of protocol version 2 (docs/protocol.md, section 9): start detached,
-// attach, list, read, wait, kill, send. Each call is one connection; each takes an AbortSignal
-// that closes it (a WAIT so cancelled is dropped by the daemon).
+// attach, list, read, wait, kill, send; and the screen of version 3 (section 10): snapshot.
+// Each call is one connection; each takes an AbortSignal that closes it (a WAIT so cancelled
+// is dropped by the daemon).
 import fs from "node:fs";
-import { ProtocolError, PtyvisorError } from "./errors.js";
+import { ConnectionLostError, ProtocolError, PtyvisorError, ServerError, UnsupportedVersionError } from "./errors.js";
 import { Connection, expectJson, resolveSocketPath } from "./connection.js";
-import { encodeFrame, FrameType, MAX_IO_PAYLOAD } from "./frame.js";
+import { encodeFrame, FrameType, MAX_IO_PAYLOAD, SCREEN_PROTOCOL_VERSION } from "./frame.js";
 import { sendfd } from "./native.js";
 import { killed, logHeader, sessionInfo, started, waited } from "./parse.js";
+import { parseScreen, type Screen, type SnapshotOptions } from "./screen.js";
 import { Session, signalNumber } from "./session.js";
 import type { KilledResult, Position, ReadResult, SessionInfo, StartedInfo, WaitResult } from "./types.js";
 
@@ -60,6 +62,8 @@ export interface KillOptions {
 }
 
 const ID = /^[0-9a-f]{32}$/;
+/** SNAPSHOT's bound on `scrollback` (10.2); the daemon keeps at most 1000 lines anyway. */
+const MAX_SCROLLBACK = 10000;
 
 function checkId(id: string): void {
   if (!ID.test(id)) throw new PtyvisorError(`not a session id: ${JSON.stringify(id)}`);
@@ -99,7 +103,7 @@ export class Client {
       role: options.role ?? "controller",
       takeover: options.takeover ?? false,
     });
-    const session = new Session(conn);
+    const session = new Session(conn, this);
     closeOnAbort(session, options.signal);
     await session.ready;
     return session;
@@ -176,9 +180,48 @@ export class Client {
     return total;
   }
 
+  /**
+   * What the session's terminal shows now (SNAPSHOT, protocol version 3): its rows as text (as
+   * `tmux capture-pane -p`), the cursor, the title, the alternate screen, and on request the
+   * scrollback and the colours. The screen covers every byte the session wrote before the
+   * request arrived (`offset`). Own connection, in version 3: against a daemon of version 2 it
+   * rejects with UnsupportedVersionError; an unknown id is ServerError `no_such_session`, a
+   * screen that is not available now (its worker restarting) ServerError `internal`: ask again.
+   */
+  async snapshot(id: string, options: SnapshotOptions = {}): Promise<Screen> {
+    checkId(id);
+    const scrollback = options.scrollback ?? 0;
+    if (!Number.isInteger(scrollback) || scrollback < 0 || scrollback > MAX_SCROLLBACK) {
+      throw new PtyvisorError(`scrollback must be an integer 0..${MAX_SCROLLBACK}, not ${scrollback}`);
+    }
+    const attributes = options.attributes ?? false;
+    const request: Record<string, unknown> = { id };
+    if (scrollback > 0) request.scrollback = scrollback;
+    if (attributes) request.attributes = true;
+    const conn = await Connection.open(this.socketPath, options.signal, SCREEN_PROTOCOL_VERSION);
+    try {
+      conn.sendJson(FrameType.SNAPSHOT, request);
+      const frame = await conn.nextFrame(options.signal);
+      if (!frame) throw new ConnectionLostError("SNAPSHOT: the daemon closed the connection without a reply");
+      let body: Record<string, unknown>;
+      try {
+        body = expectJson(frame, FrameType.SCREEN, "SNAPSHOT");
+      } catch (e) {
+        // A daemon of version 2 refuses our first frame's version (section 8), in a version 1 ERROR.
+        if (e instanceof ServerError && e.code === "unsupported_version") {
+          throw new UnsupportedVersionError("screen snapshots", SCREEN_PROTOCOL_VERSION, e.serverMessage);
+        }
+        throw e;
+      }
+      return parseScreen(body, { id, scrollback, attributes });
+    } finally {
+      conn.close();
+    }
+  }
+
   /** Internal to the package (spawn): a session whose STARTED is still on its way. */
   openNow(conn: Connection | Promise<Connection>, signal?: AbortSignal): Session {
-    const session = new Session(conn);
+    const session = new Session(conn, this);
     closeOnAbort(session, signal);
     return session;
   }

@@ -3,7 +3,7 @@
 // for a bound session, the program) waits instead of this process buffering without bound.
 import net from "node:net";
 import { ConnectError, ConnectionLostError, ProtocolError, PtyvisorError, ServerError } from "./errors.js";
-import { encodeFrame, type Frame, FrameDecoder, FrameType, parseJsonObject } from "./frame.js";
+import { encodeFrame, type Frame, FrameDecoder, FrameType, parseJsonObject, PROTOCOL_VERSION } from "./frame.js";
 
 export const DEFAULT_SOCKET = "/run/ptyvisor/ptyvisor.sock";
 
@@ -16,14 +16,19 @@ export function resolveSocketPath(explicit?: string): string {
 const HIGH_WATER_FRAMES = 64;
 
 export class Connection {
-  private readonly decoder = new FrameDecoder();
+  private readonly decoder: FrameDecoder;
   private readonly queue: Frame[] = [];
   private waiter: ((ok: boolean) => void) | null = null;
   private failure: Error | null = null;
   private ended = false;
   private paused = false;
 
-  private constructor(readonly socket: net.Socket) {
+  /** `version`: the one every frame sent here carries, which the first frame negotiates (section 8). */
+  private constructor(
+    readonly socket: net.Socket,
+    readonly version: number,
+  ) {
+    this.decoder = new FrameDecoder(version);
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("end", () => this.finish(null));
     socket.on("close", () => this.finish(null));
@@ -31,7 +36,7 @@ export class Connection {
   }
 
   /** Connects; rejects with ConnectError, or the signal's reason when aborted. */
-  static open(socketPath: string, signal?: AbortSignal): Promise<Connection> {
+  static open(socketPath: string, signal?: AbortSignal, version: number = PROTOCOL_VERSION): Promise<Connection> {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
       const socket = net.connect(socketPath);
@@ -43,7 +48,7 @@ export class Connection {
       socket.once("connect", () => {
         signal?.removeEventListener("abort", onAbort);
         socket.removeAllListeners("error");
-        resolve(new Connection(socket));
+        resolve(new Connection(socket, version));
       });
       socket.once("error", (e: NodeJS.ErrnoException) => {
         signal?.removeEventListener("abort", onAbort);
@@ -62,7 +67,7 @@ export class Connection {
 
   send(type: number, payload?: Uint8Array): boolean {
     if (this.socket.destroyed) return false;
-    return this.socket.write(encodeFrame(type, payload));
+    return this.socket.write(encodeFrame(type, payload, this.version));
   }
 
   sendJson(type: number, body: object): boolean {

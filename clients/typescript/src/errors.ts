@@ -37,11 +37,28 @@ export class ServerError extends PtyvisorError {
   readonly code: ErrorCode;
   /** The code as the server sent it (differs from `code` when it was unknown). */
   readonly rawCode: string;
+  /** The ERROR's message as the server sent it. */
+  readonly serverMessage: string;
   constructor(rawCode: string, serverMessage: string) {
     const code = (ERROR_CODES as readonly string[]).includes(rawCode) ? (rawCode as ErrorCode) : "internal";
     super(`${rawCode}: ${serverMessage}`);
     this.code = code;
     this.rawCode = rawCode;
+    this.serverMessage = serverMessage;
+  }
+}
+
+/**
+ * The daemon does not speak the protocol version a call needs (ERROR unsupported_version,
+ * section 8): e.g. snapshot() against a daemon of version 2, which has no screen.
+ */
+export class UnsupportedVersionError extends ServerError {
+  /** The version the call needed. */
+  readonly version: number;
+  constructor(feature: string, version: number, serverMessage: string) {
+    super("unsupported_version", serverMessage);
+    this.message = `the daemon does not offer ${feature}: it does not speak protocol version ${version} (unsupported_version: ${serverMessage})`;
+    this.version = version;
   }
 }
 

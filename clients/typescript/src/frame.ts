@@ -3,7 +3,10 @@
 // buffers any payload, so a hostile length never makes it allocate more than the type's bound.
 import { ProtocolError } from "./errors.js";
 
+/** The version of every connection but SNAPSHOT's (section 9). */
 export const PROTOCOL_VERSION = 2;
+/** The version a SNAPSHOT connection negotiates (section 10): its first frame carries it. */
+export const SCREEN_PROTOCOL_VERSION = 3;
 
 export const FrameType = {
   START: 1,
@@ -32,6 +35,8 @@ export const FrameType = {
   SEND: 24,
   SENT: 25,
   DROPPED: 26,
+  SNAPSHOT: 27,
+  SCREEN: 28,
 } as const;
 
 export type FrameTypeNumber = (typeof FrameType)[keyof typeof FrameType];
@@ -39,7 +44,10 @@ export type FrameTypeNumber = (typeof FrameType)[keyof typeof FrameType];
 const OUTPUT = FrameType.OUTPUT;
 
 const KIB = 1024;
-/** [min, max] payload length of each type, index = type (section 2.1 and 9.3). */
+/** The highest frame type of each protocol version (section 2.2, 9.3 and 10.1), index = version. */
+const LAST_TYPE_OF_VERSION = [0, FrameType.STATUS, FrameType.DROPPED, FrameType.SCREEN];
+
+/** [min, max] payload length of each type, index = type (section 2.1, 9.3 and 10.1). */
 const BOUNDS: ReadonlyArray<readonly [number, number]> = [
   [0, 0], // 0: unused
   [2, 256 * KIB], // START
@@ -68,6 +76,8 @@ const BOUNDS: ReadonlyArray<readonly [number, number]> = [
   [33, 64 * KIB + 32], // SEND
   [2, 4 * KIB], // SENT
   [2, 4 * KIB], // DROPPED
+  [2, 4 * KIB], // SNAPSHOT
+  [2, 8 * KIB * KIB], // SCREEN
 ];
 
 /** The largest INPUT payload; longer input is split over several frames. */
@@ -79,19 +89,19 @@ export interface Frame {
   payload: Buffer;
 }
 
-export function encodeFrame(type: number, payload: Uint8Array = new Uint8Array(0)): Buffer {
+export function encodeFrame(type: number, payload: Uint8Array = new Uint8Array(0), version: number = PROTOCOL_VERSION): Buffer {
   const frame = Buffer.allocUnsafe(HEADER_SIZE + payload.length);
   frame[0] = 0x50;
   frame[1] = 0x56;
-  frame[2] = PROTOCOL_VERSION;
+  frame[2] = version;
   frame[3] = type;
   frame.writeUInt32BE(payload.length, 4);
   frame.set(payload, HEADER_SIZE);
   return frame;
 }
 
-export function encodeJsonFrame(type: number, body: object): Buffer {
-  return encodeFrame(type, Buffer.from(JSON.stringify(body), "utf8"));
+export function encodeJsonFrame(type: number, body: object, version: number = PROTOCOL_VERSION): Buffer {
+  return encodeFrame(type, Buffer.from(JSON.stringify(body), "utf8"), version);
 }
 
 /**
@@ -99,8 +109,14 @@ export function encodeJsonFrame(type: number, body: object): Buffer {
  * streamed: its payload comes out in the pieces the reads brought, without copying (its frame
  * boundaries carry no meaning, section 2.1), so a 64 KiB frame across two reads costs no copy.
  * Every other frame comes out whole.
+ *
+ * `version` is the connection's (the version its first frame carried): frames of that version
+ * or an older one are accepted (the server writes version 1 before it has read ours, section 8),
+ * each with the frame types of its own version.
  */
 export class FrameDecoder {
+  constructor(private readonly version: number = PROTOCOL_VERSION) {}
+
   private chunks: Buffer[] = [];
   private buffered = 0;
   /** Payload bytes still to come of the OUTPUT frame being streamed. */
@@ -121,7 +137,7 @@ export class FrameDecoder {
       }
       if (this.buffered < HEADER_SIZE) break;
       const head = this.peek(HEADER_SIZE);
-      const length = validateHeader(head);
+      const length = validateHeader(head, this.version);
       if (head[3] === OUTPUT) {
         this.take(HEADER_SIZE);
         this.outputLeft = length;
@@ -186,11 +202,12 @@ export class FrameDecoder {
 }
 
 /** Section 2.2, in its order. Returns the payload length. */
-function validateHeader(head: Buffer): number {
+function validateHeader(head: Buffer, connectionVersion: number): number {
   if (head[0] !== 0x50 || head[1] !== 0x56) throw new ProtocolError("bad frame: magic is not PV");
-  if (head[2] !== 1 && head[2] !== 2) throw new ProtocolError(`unsupported frame version ${head[2]}`);
+  const version = head[2];
+  if (version < 1 || version > connectionVersion) throw new ProtocolError(`unsupported frame version ${version}`);
   const type = head[3];
-  if (type < 1 || type >= BOUNDS.length) throw new ProtocolError(`bad frame: unknown type ${type}`);
+  if (type < 1 || type > LAST_TYPE_OF_VERSION[version]) throw new ProtocolError(`bad frame: unknown type ${type} in version ${version}`);
   const length = head.readUInt32BE(4);
   const [min, max] = BOUNDS[type];
   if (length > max) throw new ProtocolError(`frame type ${type} too big: ${length} > ${max}`);

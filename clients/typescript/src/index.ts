@@ -1,13 +1,15 @@
 export { Client } from "./client.js";
 export type { AttachOptions, ClientOptions, KillOptions, OpenOptions, ReadOptions, StartOptions, WaitOptions } from "./client.js";
 export { Session, signalNumber } from "./session.js";
-export type { SessionEvents, SignalTarget } from "./session.js";
+export type { SessionEvents, SignalTarget, Snapshotter } from "./session.js";
+export { Screen } from "./screen.js";
+export type { AttributeRun, Colour, Cursor, SnapshotOptions } from "./screen.js";
 export { spawn, exitEvent } from "./pty.js";
 export type { IDisposable, IEvent, IExitEvent, IPty, IPtyForkOptions, PtyvisorPty } from "./pty.js";
-export { ConnectError, ConnectionLostError, ERROR_CODES, ProtocolError, PtyvisorError, ServerError } from "./errors.js";
+export { ConnectError, ConnectionLostError, ERROR_CODES, ProtocolError, PtyvisorError, ServerError, UnsupportedVersionError } from "./errors.js";
 export type { ErrorCode } from "./errors.js";
 export { DEFAULT_SOCKET, resolveSocketPath } from "./connection.js";
 export { shellStatus } from "./types.js";
 export type * from "./types.js";
-export { encodeFrame, FrameDecoder, FrameType, PROTOCOL_VERSION } from "./frame.js";
+export { encodeFrame, FrameDecoder, FrameType, PROTOCOL_VERSION, SCREEN_PROTOCOL_VERSION } from "./frame.js";
 export type { Frame } from "./frame.js";

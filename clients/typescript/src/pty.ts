@@ -9,6 +9,7 @@
 import { EventEmitter } from "node:events";
 import { StringDecoder } from "node:string_decoder";
 import { Client } from "./client.js";
+import type { Screen, SnapshotOptions } from "./screen.js";
 import { type Session, signalNumber } from "./session.js";
 import type { ExitInfo } from "./types.js";
 
@@ -54,10 +55,12 @@ export interface IPty {
   resume(): void;
 }
 
-/** The IPty of a ptyvisor session, with what node-pty does not have: `ready` and `session`. */
+/** The IPty of a ptyvisor session, with what node-pty does not have: `ready`, `session`, `snapshot`. */
 export interface PtyvisorPty extends IPty {
   readonly ready: Promise<void>;
   readonly session: Session;
+  /** What the terminal shows now, as xterm.js's buffer would (the daemon's emulator; see Client.snapshot). */
+  snapshot(options?: SnapshotOptions): Promise<Screen>;
 }
 
 function eventOf<T>(emitter: EventEmitter, name: string): IEvent<T> {
@@ -134,6 +137,10 @@ class SessionPty implements PtyvisorPty {
 
   pause(): void {
     this.session.pauseOutput(true);
+  }
+
+  snapshot(options?: SnapshotOptions): Promise<Screen> {
+    return this.session.snapshot(options);
   }
 
   resume(): void {

@@ -7,7 +7,13 @@ import { ConnectionLostError, ProtocolError, PtyvisorError } from "./errors.js";
 import { type Connection, serverError } from "./connection.js";
 import { FrameType, MAX_IO_PAYLOAD, parseJsonObject } from "./frame.js";
 import { attached, exitInfo, int, started, str } from "./parse.js";
+import type { Screen, SnapshotOptions } from "./screen.js";
 import type { AttachedInfo, ExitInfo } from "./types.js";
+
+/** What takes a session's screen: the Client (a separate connection, in protocol version 3). */
+export interface Snapshotter {
+  snapshot(id: string, options?: SnapshotOptions): Promise<Screen>;
+}
 
 export type SignalTarget = "foreground" | "session";
 
@@ -61,7 +67,10 @@ export class Session extends EventEmitter<SessionEvents> {
    * Takes over a connection that has sent START or ATTACH (or will have: a promise of one),
    * and reads its frames from now on.
    */
-  constructor(connection: Connection | Promise<Connection>) {
+  constructor(
+    connection: Connection | Promise<Connection>,
+    private readonly snapshotter: Snapshotter | null = null,
+  ) {
     super();
     this.exited = new Promise((resolve, reject) => {
       this.resolveExit = resolve;
@@ -109,6 +118,17 @@ export class Session extends EventEmitter<SessionEvents> {
     });
     this.withConn((conn) => conn.send(FrameType.DETACH));
     return detachedAt;
+  }
+
+  /**
+   * What the session's terminal shows now (Client.snapshot, on a connection of its own). It
+   * covers the output that had reached the daemon when the request did: at least every byte
+   * this connection has received ('data'), since the daemon sent them earlier.
+   */
+  async snapshot(options: SnapshotOptions = {}): Promise<Screen> {
+    if (!this.snapshotter) throw new PtyvisorError("this session was not made by a Client: use client.snapshot(id)");
+    await this.ready;
+    return this.snapshotter.snapshot(this.id, options);
   }
 
   /** Closes the connection: a bound session ends, a detached one goes on. */

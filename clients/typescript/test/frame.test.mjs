@@ -2,7 +2,7 @@
 // a bad header is refused before any of its payload is buffered.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { encodeFrame, FrameDecoder, FrameType, ProtocolError } from "ptyvisor";
+import { encodeFrame, FrameDecoder, FrameType, ProtocolError, SCREEN_PROTOCOL_VERSION } from "ptyvisor";
 
 const header = (version, type, length) => Buffer.from([0x50, 0x56, version, type, length >>> 24, (length >>> 16) & 255, (length >>> 8) & 255, length & 255]);
 
@@ -64,4 +64,25 @@ test("bad headers are refused in the protocol's order, before their payload", ()
   refuse(header(2, FrameType.STATUS, 0xffffffff), /too big/);
   refuse(header(2, FrameType.EXIT, 1), /length 1 < 2/);
   refuse(header(2, FrameType.OUTPUT, 0), /length 0 < 1/);
+});
+
+test("SNAPSHOT is sent in version 3, and a version 3 connection reads SCREEN and older frames", () => {
+  assert.equal(SCREEN_PROTOCOL_VERSION, 3);
+  assert.equal(encodeFrame(FrameType.SNAPSHOT, Buffer.from("{}"), 3).toString("hex"), "5056031b000000027b7d");
+  const screen = Buffer.from('{"lines":[]}');
+  const error = Buffer.from('{"code":"unsupported_version","message":"x"}');
+  const frames = new FrameDecoder(3).push(Buffer.concat([header(3, FrameType.SCREEN, screen.length), screen, header(1, FrameType.ERROR, error.length), error]));
+  assert.deepEqual(frames.map((f) => f.type), [FrameType.SCREEN, FrameType.ERROR]);
+  // SCREEN's bound is 8 MiB (section 10.1): the header alone says whether it is too big.
+  assert.deepEqual(new FrameDecoder(3).push(header(3, FrameType.SCREEN, 8 * 1024 * 1024)), []);
+  assert.throws(() => new FrameDecoder(3).push(header(3, FrameType.SCREEN, 8 * 1024 * 1024 + 1)), /too big/);
+});
+
+test("frame types 27 and 28 are unknown in versions 1 and 2; version 4 is not spoken", () => {
+  const refuse = (decoder, bytes, re) => assert.throws(() => decoder.push(bytes), (e) => e instanceof ProtocolError && re.test(e.message));
+  refuse(new FrameDecoder(3), header(2, FrameType.SCREEN, 2), /unknown type 28 in version 2/);
+  refuse(new FrameDecoder(3), header(1, FrameType.ATTACHED, 2), /unknown type 13 in version 1/);
+  refuse(new FrameDecoder(2), header(3, FrameType.SCREEN, 2), /version 3/);
+  refuse(new FrameDecoder(3), header(4, FrameType.ERROR, 2), /version 4/);
+  refuse(new FrameDecoder(3), header(3, 29, 2), /unknown type 29/);
 });

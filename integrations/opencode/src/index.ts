@@ -3,7 +3,7 @@
 import type { Plugin } from "@opencode-ai/plugin";
 import { createTools } from "./tools.js";
 
-export { createTools, parseEscapes, toPtyId } from "./tools.js";
+export { createTools, formatScreen, parseEscapes, toPtyId } from "./tools.js";
 export type { ToolsOptions } from "./tools.js";
 
 export const PtyvisorPlugin: Plugin = async ({ client }) => ({

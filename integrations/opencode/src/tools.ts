@@ -1,9 +1,10 @@
 // The tools of the opencode-pty plugin (pty_spawn, pty_write, pty_read, pty_list, pty_kill,
-// pty_wait), with their names and parameters, on ptyvisor sessions. The sessions are detached:
+// pty_wait), with their names and parameters, on ptyvisor sessions, and pty_screen: what the
+// terminal shows now (the daemon's emulator, protocol section 10). The sessions are detached:
 // they live in ptyvisord, not in opencode, so they survive an opencode restart, and the daemon
-// keeps their output log (2 MiB by default), their exit status, and runs WAIT itself.
+// keeps their output log (2 MiB by default), their exit status, their screen, and runs WAIT itself.
 import { tool } from "@opencode-ai/plugin";
-import { Client, type ExitInfo, ServerError, type SessionInfo, shellStatus } from "ptyvisor";
+import { Client, type ExitInfo, type Screen, ServerError, type SessionInfo, shellStatus, UnsupportedVersionError } from "ptyvisor";
 import stripAnsi from "strip-ansi";
 
 const DEFAULT_LIMIT = 500;
@@ -11,6 +12,8 @@ const MAX_LINE_LENGTH = 2000;
 const WAIT_TAIL_LINES = 20;
 /** The daemon bounds one WAIT at 24 h; a longer wait is several. */
 const MAX_WAIT_MS = 86_400_000;
+/** The daemon keeps at most 1000 lines of scrollback per session (protocol 10.2). */
+const MAX_SCROLLBACK = 1000;
 
 /** What the plugin knows of a session beyond the daemon's record (lost on restart: optional). */
 interface Annotation {
@@ -72,6 +75,35 @@ function toLines(data: Buffer): string[] {
 function formatLine(line: string, number: number): string {
   const cut = line.length > MAX_LINE_LENGTH ? `${line.slice(0, MAX_LINE_LENGTH)}...` : line;
   return `${number.toString().padStart(5, "0")}| ${cut}`;
+}
+
+/**
+ * The screen for an LLM: a one-line header (size, 1-based cursor, alternate screen, title),
+ * the scrollback asked for, then the rows numbered from 1 as the cursor is, with the empty
+ * rows at the bottom summed up in one line rather than printed.
+ */
+export function formatScreen(id: string, status: string, screen: Screen): string {
+  const cursor = `row ${screen.cursor.row + 1}, col ${screen.cursor.col + 1}${screen.cursor.visible ? "" : " (hidden)"}`;
+  const header = [
+    `Size: ${screen.cols}x${screen.rows}`,
+    `Cursor: ${cursor}`,
+    `Alternate screen: ${screen.alternate ? "yes (a full-screen program)" : "no"}`,
+    ...(screen.title !== "" ? [`Title: ${JSON.stringify(screen.title)}`] : []),
+  ].join(" | ");
+  let last = screen.lines.length;
+  while (last > 0 && screen.lines[last - 1] === "") last--;
+  const width = String(screen.rows).length;
+  const numbered = (label: string, line: string) => (line === "" ? `${label}|` : `${label}| ${line}`);
+  const rows = screen.lines.slice(0, last).map((line, i) => numbered(String(i + 1).padStart(width, " "), line));
+  const out = [`<pty_screen id="${id}" status="${status}">`, header];
+  if (screen.scrollback.length > 0) {
+    out.push(`Scrollback (${screen.scrollback.length} lines above the screen, oldest first):`, ...screen.scrollback.map((line) => numbered(" ".repeat(width), line)));
+  }
+  out.push("Screen (rows numbered from 1):", ...rows);
+  if (last === 0) out.push("(the screen is empty)");
+  else if (last < screen.rows) out.push(last + 1 === screen.rows ? `(row ${screen.rows} is empty)` : `(rows ${last + 1}-${screen.rows} are empty)`);
+  out.push("</pty_screen>");
+  return out.join("\n");
 }
 
 function notFound(id: string): Error {
@@ -372,5 +404,37 @@ export function createTools(options: ToolsOptions = {}) {
     },
   });
 
-  return { pty_spawn, pty_write, pty_read, pty_list, pty_kill, pty_wait };
+  const pty_screen = tool({
+    description:
+      "Show what a PTY session's terminal screen looks like now, as a person would see it: its rows as text, the cursor, the title, and whether a full-screen program (vim, less, top, a TUI) is on the alternate screen. Use it instead of pty_read for full-screen programs and progress bars, whose raw output is redrawn in place.",
+    args: {
+      id: tool.schema.string().describe("The PTY session ID (e.g., pty_ and 32 hex digits)"),
+      scrollback: tool.schema
+        .number()
+        .optional()
+        .describe(`Also show up to this many lines that scrolled off the top of the screen (default 0, at most ${MAX_SCROLLBACK})`),
+    },
+    async execute(args, ctx) {
+      const sessionId = fromPtyId(args.id);
+      const scrollback = Math.max(0, Math.min(MAX_SCROLLBACK, Math.floor(args.scrollback ?? 0)));
+      let screen: Screen;
+      let info: SessionInfo;
+      try {
+        info = await find(args.id);
+        screen = await client.snapshot(sessionId, { scrollback, signal: ctx?.abort });
+      } catch (e) {
+        if (e instanceof UnsupportedVersionError) {
+          throw new Error("This ptyvisord does not offer screen snapshots (it is older than protocol version 3). Use pty_read to see the output.");
+        }
+        if (e instanceof ServerError && e.code === "no_such_session") throw notFound(args.id);
+        if (e instanceof ServerError && e.code === "internal") {
+          throw new Error(`The screen of '${args.id}' is not available right now (${e.serverMessage}). Try pty_screen again in a moment, or use pty_read.`);
+        }
+        throw e;
+      }
+      return formatScreen(args.id, statusOf(info.state, info.exit), screen);
+    },
+  });
+
+  return { pty_spawn, pty_write, pty_read, pty_list, pty_kill, pty_wait, pty_screen };
 }

@@ -1,6 +1,6 @@
 // A scripted agent drives the plugin's tools directly (no opencode), against the real daemon:
-// a dev server, a request to it, an edit in vim, a failing test with its exit notification,
-// Ctrl-C to the server, and nothing left running.
+// a dev server, a request to it, an edit in vim (reading vim's screen with pty_screen), a
+// failing test with its exit notification, Ctrl-C to the server, and nothing left running.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -24,6 +24,22 @@ const ctx = { sessionID: "ses_scripted_agent", messageID: "msg_1", agent: "build
 const call = (name, args) => tools[name].execute(args, ctx);
 const idOf = (output) => /ID: (pty_[0-9a-f]{32})/.exec(output)[1];
 
+/**
+ * pty_screen until it shows every pattern, within a deadline. A full-screen program redraws in
+ * place, and no output event says a redraw is over: vim draws its screen, then draws it again
+ * once the daemon has answered its terminal queries, and a screen taken in between shows a
+ * half-drawn one. So the agent, like a person, looks until the screen shows what it expects.
+ */
+async function screenShowing(id, patterns, deadlineMs = 15000) {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const screen = await call("pty_screen", { id });
+    if (patterns.every((re) => re.test(screen))) return screen;
+    if (Date.now() > deadline) assert.fail(`the screen never showed ${patterns.join(" and ")}:\n${screen}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 function freePort() {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
@@ -37,10 +53,11 @@ function freePort() {
 
 test("the plugin registers the tools of opencode-pty", async () => {
   const hooks = await PtyvisorPlugin({ client: { session: { promptAsync: async () => {} } } });
-  assert.deepEqual(Object.keys(hooks.tool).sort(), ["pty_kill", "pty_list", "pty_read", "pty_spawn", "pty_wait", "pty_write"]);
+  assert.deepEqual(Object.keys(hooks.tool).sort(), ["pty_kill", "pty_list", "pty_read", "pty_screen", "pty_spawn", "pty_wait", "pty_write"]);
   for (const t of Object.values(hooks.tool)) assert.equal(typeof t.execute, "function");
   assert.deepEqual(Object.keys(tools.pty_read.args).sort(), ["id", "ignoreCase", "limit", "offset", "pattern"]);
   assert.deepEqual(Object.keys(tools.pty_spawn.args).sort(), ["args", "command", "description", "env", "notifyOnExit", "title", "workdir"]);
+  assert.deepEqual(Object.keys(tools.pty_screen.args).sort(), ["id", "scrollback"]);
 });
 
 test("a scripted agent: server, curl, vim, a failing test, Ctrl-C, nothing left", async () => {
@@ -65,11 +82,27 @@ test("a scripted agent: server, curl, vim, a failing test, Ctrl-C, nothing left"
   assert.match(log, /"GET \/ HTTP\/1\.1" 200/);
   assert.match(log, /\(1 match from \d+ total lines\)/);
 
-  // 3. Edit a file in vim: type, save, quit; the file holds the text.
+  // 3. Edit a file in vim: read its screen, type, read it again, save, quit; the file holds
+  // the text. Each look at the screen follows a pty_wait for what vim draws (a screen covers
+  // every byte written before it was asked for), then waits for vim's redraws to settle.
   const file = path.join(workdir, "notes.txt");
   const vim = idOf(await call("pty_spawn", { command: "vim", args: ["-u", "NONE", "-N", "-n", file], description: "edit notes.txt" }));
   await call("pty_wait", { id: vim, pattern: "notes\\.txt", timeoutSeconds: 30 });
+  const opened = await screenShowing(vim, [
+    /^ 2\| ~$/m, // vim marks the lines past the end of the buffer
+    /^40\| "[^"]*notes\.txt" \[New( File)?\]$/m, // and says the file is new, at the bottom
+    /\| Cursor: row 1, col 1 \|/, // visible, at the start of the buffer
+  ]);
+  assert.match(opened, new RegExp(`^<pty_screen id="${vim}" status="running">\n`));
+  assert.match(opened, /^Size: 120x40 \| Cursor: row 1, col 1 \| Alternate screen: yes \(a full-screen program\)\n/m);
+  assert.match(opened, /^ 1\|\n 2\| ~\n/m, "the empty buffer's one line");
+  assert.equal(opened.match(/^ ?\d+\| ~$/gm).length, 38, "rows 2 to 39 are past the end of the buffer");
+  assert.match(opened, /<\/pty_screen>$/);
   assert.match(await call("pty_write", { id: vim, data: "ihello from the agent\\x1b" }), /^Sent 22 bytes/);
+  await call("pty_wait", { id: vim, pattern: "hello from the agent", timeoutSeconds: 30 });
+  const typed = await screenShowing(vim, [/^ 1\| hello from the agent$/m, /^\(row 40 is empty\)$/m]); // after Escape, "-- INSERT --" is gone
+  assert.match(typed, /^ 2\| ~$/m);
+  assert.doesNotMatch(typed, /-- INSERT --/);
   await call("pty_write", { id: vim, data: ":wq\\r" });
   const edited = await call("pty_wait", { id: vim, timeoutSeconds: 30 });
   assert.match(edited, /Exit: 0/);
@@ -111,4 +144,25 @@ test("errors an agent can act on", async () => {
   const killed = await call("pty_kill", { id: sleeper, cleanup: true });
   assert.match(killed, /Killed: pty_[0-9a-f]{32} \(session removed\)/);
   assert.match(await call("pty_list", {}), new RegExp(`\\[${sleeper}\\][\\s\\S]*?Status: killed`));
+});
+
+test("pty_screen: scrollback, a title, a short screen; and its errors", async () => {
+  const printer = idOf(await call("pty_spawn", { command: "sh", args: ["-c", "printf '\\033]2;counting\\007'; seq 1 50; printf 'done'; exec sleep 60"], description: "prints 50 lines" }));
+  await call("pty_wait", { id: printer, pattern: "done", timeoutSeconds: 30 });
+  const screen = await call("pty_screen", { id: printer, scrollback: 5 });
+  // 40 rows: 1..50 and "done" fill 51 rows, so 11 lines scrolled off: the newest 5 asked for.
+  assert.match(screen, /^Size: 120x40 \| Cursor: row 40, col 5 \| Alternate screen: no \| Title: "counting"$/m);
+  assert.match(screen, /^Scrollback \(5 lines above the screen, oldest first\):\n {2}\| 7\n {2}\| 8\n {2}\| 9\n {2}\| 10\n {2}\| 11\nScreen \(rows numbered from 1\):\n 1\| 12\n/m);
+  assert.match(screen, /^40\| done\n<\/pty_screen>$/m);
+  await call("pty_kill", { id: printer });
+
+  const short = idOf(await call("pty_spawn", { command: "sh", args: ["-c", "printf 'one line'; exec sleep 60"], description: "prints one line" }));
+  await call("pty_wait", { id: short, pattern: "one line", timeoutSeconds: 30 });
+  const one = await call("pty_screen", { id: short });
+  assert.match(one, /^ 1\| one line\n\(rows 2-40 are empty\)\n<\/pty_screen>$/m);
+  assert.doesNotMatch(one, /Scrollback/);
+  await call("pty_kill", { id: short });
+
+  await assert.rejects(call("pty_screen", { id: "pty_" + "0".repeat(32) }), /not found\. Use pty_list/);
+  await assert.rejects(call("pty_screen", { id: "nonsense" }), /not a PTY session ID/);
 });
