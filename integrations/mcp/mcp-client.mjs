@@ -28,9 +28,20 @@ export function serverParams(extraArgs = []) {
   };
 }
 
+// Clients connect() made: a test that fails before its own close() leaves its server
+// running, which would keep node (and the suite) waiting forever; closeAll() ends them.
+const openClients = new Set();
+
+export async function closeAll() {
+  const clients = [...openClients];
+  openClients.clear();
+  await Promise.all(clients.map((c) => c.close()));
+}
+
 export async function connect(extraArgs = []) {
   const client = new Client({ name: "ptyvisor-e2e", version: "1.0.0" });
   await client.connect(new StdioClientTransport(serverParams(extraArgs)));
+  openClients.add(client);
   // Listing the tools also makes the SDK validate every structuredContent against the
   // tool's outputSchema from here on.
   await client.listTools();

@@ -3,9 +3,13 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
-import { connect, serverParams, tool, toolError } from "./mcp-client.mjs";
+import { closeAll, connect, serverParams, tool, toolError } from "./mcp-client.mjs";
+
+// A failed test leaves its client open: close them all, so that a failure is reported
+// rather than waited on.
+after(closeAll);
 
 const unknownId = "0123456789abcdef0123456789abcdef";
 
