@@ -73,3 +73,25 @@ export async function readAll(client, id) {
     if (!r.more) return { text, last: r };
   }
 }
+
+// Calls terminal_screen, which must succeed; returns { text, screen }: the rows as the model
+// reads them (the text content) and the SCREEN payload (structuredContent).
+export async function screen(client, args) {
+  const result = await client.callTool({ name: "terminal_screen", arguments: args });
+  assert.equal(result.isError, false, `terminal_screen failed: ${result.content?.[0]?.text}`);
+  assert.equal(result.content.length, 1);
+  assert.equal(result.content[0].type, "text");
+  return { text: result.content[0].text, screen: result.structuredContent };
+}
+
+// Takes snapshots until `done(screen)` holds: what a terminal shows changes as the program
+// draws, so this waits for the drawing, not for a time. Fails after `timeoutMs`, showing the
+// last screen.
+export async function screenUntil(client, args, done, timeoutMs = 20000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const snapshot = await screen(client, args);
+    if (done(snapshot.screen)) return snapshot;
+    if (Date.now() > deadline) assert.fail(`the screen never showed what was awaited:\n${snapshot.text}`);
+  }
+}
