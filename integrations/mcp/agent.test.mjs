@@ -6,7 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { connect, readAll, tool, toolError } from "./mcp-client.mjs";
+import { connect, readAll, screen, screenUntil, tool, toolError } from "./mcp-client.mjs";
 
 let client;
 const dir = mkdtempSync(path.join(tmpdir(), "ptyvisor-mcp-agent-"));
@@ -78,6 +78,22 @@ test("3. vim: open a file, type, save; cat shows it", async () => {
   await tool(client, "terminal_wait", { id: vim, pattern: "notes\\.txt", timeout_ms: 20000 });
   await tool(client, "terminal_wait", { id: vim, quiet_ms: 300, timeout_ms: 20000 });
   await tool(client, "terminal_write", { id: vim, text: "iwritten by an agent through MCP", keys: ["Escape"] });
+  // The screen, as a person would look at it: vim on the alternate screen, the text on the
+  // first row, the cursor on its last character once Escape has left insert mode.
+  const typedText = "written by an agent through MCP";
+  const shown = await screenUntil(
+    client,
+    { id: vim },
+    (s) => s.lines[0] === typedText && s.cursor.row === 0 && s.cursor.col === typedText.length - 1,
+  );
+  assert.equal(shown.screen.alternate, true);
+  assert.equal(shown.screen.cols, 80);
+  assert.equal(shown.screen.rows, 24);
+  assert.equal(shown.screen.lines[1], "~");
+  assert.match(shown.text, /^alternate screen: yes/m);
+  assert.match(shown.text, /^ 0\|written by an agent through MCP$/m);
+  assert.match(shown.text, /^ 1\|~$/m);
+  assert.match(shown.text, /^cursor: row 0, col 30$/m);
   const typed = await tool(client, "terminal_write", { id: vim, text: ":wq", keys: ["Enter"] });
   assert.equal(typed.bytes, 4);
   const w = await tool(client, "terminal_wait", { id: vim, timeout_ms: 20000 });
@@ -139,9 +155,74 @@ test("resize is refused, saying why, while someone is attached as controller", a
   assert.equal(ended.state, "exited");
 });
 
-test("terminal_screen says plainly that this daemon has no snapshots", async () => {
-  const message = await toolError(client, "terminal_screen", { id: server });
-  assert.match(message, /does not offer screen snapshots/);
+test("terminal_screen shows text where the program put it, with cursor, title and colours", async () => {
+  // Clear the screen, set the title, write at three places (the second one bold red); the
+  // last thing written is "ready", so once it is out the screen is complete.
+  const id = await start({
+    command:
+      "printf '\\033[2J\\033[H\\033]2;screen test\\007\\033[3;5H\\033[1;31mhello\\033[0m" +
+      "\\033[6;1Hsixth row\\033[5;10Hready'; exec cat",
+    cols: 80,
+    rows: 24,
+  });
+  await tool(client, "terminal_wait", { id, pattern: "ready", timeout_ms: 20000 });
+  const { text, screen: s } = await screen(client, { id, attributes: true });
+  assert.equal(s.id, id);
+  assert.equal(s.cols, 80);
+  assert.equal(s.rows, 24);
+  assert.equal(s.lines.length, 24);
+  assert.equal(s.lines[2], "    hello");
+  assert.equal(s.lines[4], "         ready");
+  assert.equal(s.lines[5], "sixth row");
+  for (const row of [0, 1, 3, 6, 23]) assert.equal(s.lines[row], "", `row ${row} is blank`);
+  assert.deepEqual(s.cursor, { row: 4, col: 14, visible: true });
+  assert.equal(s.title, "screen test");
+  assert.equal(s.alternate, false);
+  assert.deepEqual(s.scrollback, []);
+  assert.deepEqual(s.attributes, [{ row: 2, col: 4, width: 5, bold: true, fg: 1 }]);
+  const { last } = await readAll(client, id);
+  assert.equal(s.offset, last.end, "the screen shows every byte written so far");
+  // What the model reads.
+  assert.equal(
+    text,
+    [
+      "size: 80 cols x 24 rows",
+      "cursor: row 4, col 14",
+      "alternate screen: no",
+      'title: "screen test"',
+      `offset: ${s.offset}`,
+      " 0|",
+      " 1|",
+      " 2|    hello",
+      " 3|",
+      " 4|         ready",
+      " 5|sixth row",
+      "(rows 6-23 are blank)",
+      "attributes (row,col xwidth: style; colours are palette numbers or #rrggbb):",
+      "2,4 x5: bold fg=1",
+      "",
+    ].join("\n"),
+  );
+  await tool(client, "terminal_kill", { id });
+});
+
+test("terminal_screen: lines that scrolled off come with scrollback, oldest first", async () => {
+  const id = await start({ command: "seq 1 30; exec cat", cols: 20, rows: 10 });
+  await tool(client, "terminal_wait", { id, pattern: "30\r\n", timeout_ms: 20000 });
+  const { text, screen: s } = await screen(client, { id, scrollback: 3 });
+  // 30 lines and the cursor's empty row on 10 rows: 1..21 scrolled off.
+  assert.deepEqual(s.lines, ["22", "23", "24", "25", "26", "27", "28", "29", "30", ""]);
+  assert.deepEqual(s.scrollback, ["19", "20", "21"]);
+  assert.deepEqual(s.cursor, { row: 9, col: 0, visible: true });
+  assert.equal(s.attributes, undefined, "attributes only when asked");
+  assert.match(text, /^-3\|19\n-2\|20\n-1\|21\n 0\|22\n/m);
+  assert.match(text, /^ 8\|30\n\(row 9 is blank\)\n$/m);
+  await tool(client, "terminal_kill", { id });
+});
+
+test("terminal_screen of an unknown session is a tool error from the daemon", async () => {
+  const message = await toolError(client, "terminal_screen", { id: "0123456789abcdef0123456789abcdef" });
+  assert.match(message, /no_such_session/);
 });
 
 test("5. C-c stops the server; it exits", async () => {

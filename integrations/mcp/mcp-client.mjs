@@ -28,9 +28,20 @@ export function serverParams(extraArgs = []) {
   };
 }
 
+// Clients connect() made: a test that fails before its own close() leaves its server
+// running, which would keep node (and the suite) waiting forever; closeAll() ends them.
+const openClients = new Set();
+
+export async function closeAll() {
+  const clients = [...openClients];
+  openClients.clear();
+  await Promise.all(clients.map((c) => c.close()));
+}
+
 export async function connect(extraArgs = []) {
   const client = new Client({ name: "ptyvisor-e2e", version: "1.0.0" });
   await client.connect(new StdioClientTransport(serverParams(extraArgs)));
+  openClients.add(client);
   // Listing the tools also makes the SDK validate every structuredContent against the
   // tool's outputSchema from here on.
   await client.listTools();
@@ -60,5 +71,27 @@ export async function readAll(client, id) {
     const r = await tool(client, "terminal_read", { id });
     text += r.text;
     if (!r.more) return { text, last: r };
+  }
+}
+
+// Calls terminal_screen, which must succeed; returns { text, screen }: the rows as the model
+// reads them (the text content) and the SCREEN payload (structuredContent).
+export async function screen(client, args) {
+  const result = await client.callTool({ name: "terminal_screen", arguments: args });
+  assert.equal(result.isError, false, `terminal_screen failed: ${result.content?.[0]?.text}`);
+  assert.equal(result.content.length, 1);
+  assert.equal(result.content[0].type, "text");
+  return { text: result.content[0].text, screen: result.structuredContent };
+}
+
+// Takes snapshots until `done(screen)` holds: what a terminal shows changes as the program
+// draws, so this waits for the drawing, not for a time. Fails after `timeoutMs`, showing the
+// last screen.
+export async function screenUntil(client, args, done, timeoutMs = 20000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const snapshot = await screen(client, args);
+    if (done(snapshot.screen)) return snapshot;
+    if (Date.now() > deadline) assert.fail(`the screen never showed what was awaited:\n${snapshot.text}`);
   }
 }

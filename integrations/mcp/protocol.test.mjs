@@ -3,9 +3,13 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
-import { connect, serverParams, tool, toolError } from "./mcp-client.mjs";
+import { closeAll, connect, serverParams, tool, toolError } from "./mcp-client.mjs";
+
+// A failed test leaves its client open: close them all, so that a failure is reported
+// rather than waited on.
+after(closeAll);
 
 const unknownId = "0123456789abcdef0123456789abcdef";
 
@@ -113,6 +117,8 @@ test("bad arguments are tool errors that say what is wrong", async () => {
   assert.match(await toolError(client, "terminal_wait", { id: unknownId, for: "text" }), /needs a non-empty 'pattern'/);
   assert.match(await toolError(client, "terminal_kill", { id: unknownId, signal: "SIGNOPE" }), /'signal'/);
   assert.match(await toolError(client, "terminal_resize", { id: unknownId, cols: 80 }), /'cols' and 'rows' are required/);
+  assert.match(await toolError(client, "terminal_screen", { id: unknownId, scrollback: 10001 }), /'scrollback' must be an integer from 0 to 10000/);
+  assert.match(await toolError(client, "terminal_screen", { id: unknownId, attributes: "yes" }), /'attributes' must be true or false/);
   await client.close();
 });
 
@@ -124,6 +130,7 @@ test("an unknown session id is a tool error from the daemon, for every tool", as
     ["terminal_wait", { timeout_ms: 1000 }],
     ["terminal_kill", {}],
     ["terminal_resize", { cols: 80, rows: 24 }],
+    ["terminal_screen", { scrollback: 5 }],
   ]) {
     assert.match(await toolError(client, name, { id: unknownId, ...args }), /no_such_session/, name);
   }
@@ -145,6 +152,7 @@ test("no daemon: tool errors, and the server stays up", async () => {
   const client = await connect(["--socket", "/nonexistent/ptyvisor.sock"]);
   assert.match(await toolError(client, "terminal_list"), /cannot reach ptyvisord: .*nonexistent/);
   assert.match(await toolError(client, "terminal_start", { command: "true" }), /cannot reach ptyvisord/);
+  assert.match(await toolError(client, "terminal_screen", { id: unknownId }), /cannot reach ptyvisord/);
   await client.ping();
   await client.close();
 });

@@ -7,6 +7,7 @@
 #include <exception>
 #include <type_traits>
 
+#include "cli/mcp/screen_view.h"
 #include "cli/options.h"
 #include "client/client.h"
 
@@ -101,6 +102,8 @@ struct DaemonRunner::Call {
                     said.killed = std::move(e.reply);
                 else if constexpr (std::is_same_v<T, client::Sent>)
                     said.sent = e.reply;
+                else if constexpr (std::is_same_v<T, client::Screen>)
+                    said.screen = std::move(e);
             },
             event);
     }
@@ -112,10 +115,6 @@ struct DaemonRunner::Call {
                (std::holds_alternative<ResizeArgs>(args) && said.detached);
     }
 };
-
-ToolResult screen_result(const ScreenArgs&) {
-    return ToolResult::error("this daemon does not offer screen snapshots: use terminal_read instead");
-}
 
 DaemonRunner::DaemonRunner(std::string socket_path, Complete complete)
     : socket_path_(std::move(socket_path)), complete_(std::move(complete)) {}
@@ -134,7 +133,6 @@ void DaemonRunner::start(std::uint64_t key, const ToolArgs& args) {
 }
 
 void DaemonRunner::start_call(std::uint64_t key, const ToolArgs& args) {
-    if (const auto* screen = std::get_if<ScreenArgs>(&args)) return complete_(key, screen_result(*screen));
     auto call = std::make_unique<Call>();
     call->key = key;
     call->args = args;
@@ -178,6 +176,9 @@ void DaemonRunner::start_call(std::uint64_t key, const ToolArgs& args) {
     } else if (const auto* k = std::get_if<KillArgs>(&args)) {
         if (k->signal == 0) call->deadline = Clock::now() + kKillTimeout;
         queued = c.queue_kill({k->id, k->signal}, why);
+    } else if (const auto* screen = std::get_if<ScreenArgs>(&args)) {
+        // The request `ptyvisor screen` sends; the daemon answers within its worker's 5 s.
+        queued = c.queue_snapshot({screen->id, screen->scrollback, screen->attributes}, why);
     } else if (const auto* z = std::get_if<ResizeArgs>(&args)) {
         // Only a controller may resize: attach as one for as long as it takes, then detach.
         queued = c.attach({z->id, {protocol::LogPosition::Kind::Tail, 0}, /*observe=*/false, /*takeover=*/false}, why);
@@ -264,6 +265,7 @@ ToolResult DaemonRunner::result_of(Call& call) {
             "cannot resize: a client is attached to this session as its controller (someone runs "
             "`ptyvisor attach` on it), and the terminal's size is that client's; " +
             error_text(*s.error));
+    if (s.error && std::holds_alternative<ScreenArgs>(call.args)) return screen_result(call);
     if (s.error) return ToolResult::error(error_text(*s.error));
     if (s.violation) return ToolResult::error("protocol error from ptyvisord: " + *s.violation);
     if (const auto* a = std::get_if<StartArgs>(&call.args)) {
@@ -275,6 +277,7 @@ ToolResult DaemonRunner::result_of(Call& call) {
         return ToolResult::ok({{"id", w->id}, {"bytes", s.sent->bytes}});
     }
     if (std::holds_alternative<ReadArgs>(call.args)) return read_result(call);
+    if (std::holds_alternative<ScreenArgs>(call.args)) return screen_result(call);
     if (std::holds_alternative<WaitArgs>(call.args)) {
         if (!s.waited) return ToolResult::error("connection to ptyvisord lost");
         const auto& w = *s.waited;
@@ -345,6 +348,31 @@ ToolResult DaemonRunner::read_result(Call& call) {
                            {"dropped_bytes", dropped},
                            {"state", state_name(log.state)},
                            {"exit", exit_json(log.exit)}});
+}
+
+ToolResult DaemonRunner::screen_result(const Call& call) {
+    const auto& s = call.said;
+    if (s.error) {
+        switch (s.error->code) {
+            case protocol::ErrorCode::UnsupportedVersion:
+                // A daemon older than protocol version 3.
+                return ToolResult::error(
+                    "this ptyvisord does not offer screen snapshots (it predates protocol "
+                    "version 3): use terminal_read instead; " +
+                    error_text(*s.error));
+            case protocol::ErrorCode::Internal:
+                // The screen worker is restarting or slow; a restarted one rebuilds every screen.
+                return ToolResult::error(
+                    "the screen is not available right now (ptyvisord's screen worker may be "
+                    "restarting): call terminal_screen again in a moment, or use "
+                    "terminal_read; " +
+                    error_text(*s.error));
+            default:
+                return ToolResult::error(error_text(*s.error));
+        }
+    }
+    if (!s.screen) return ToolResult::error("connection to ptyvisord lost before the screen arrived");
+    return ToolResult::ok(screen_view_json(s.screen->screen), screen_view_text(s.screen->screen));
 }
 
 void DaemonRunner::remember_cursor(const std::string& id, std::uint64_t offset, ParseState state) {

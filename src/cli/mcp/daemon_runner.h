@@ -61,6 +61,7 @@ class DaemonRunner final : public ToolRunner {
     void finish(std::uint64_t call, const ToolResult& result);
     ToolResult result_of(Call& call);
     ToolResult read_result(Call& call);
+    static ToolResult screen_result(const Call& call);
     void remember_cursor(const std::string& id, std::uint64_t offset, ParseState state);
 
     std::string socket_path_;
@@ -70,8 +71,5 @@ class DaemonRunner final : public ToolRunner {
     std::uint64_t cursor_clock_ = 0;
     bool closing_ = false;  // limit_deadlines() was called
 };
-
-// The handler of terminal_screen: an error until the daemon offers screen snapshots.
-ToolResult screen_result(const ScreenArgs& args);
 
 }  // namespace ptyvisor::cli::mcp

@@ -16,6 +16,7 @@
 #include "protocol/frame.h"
 #include "protocol/frame_decoder.h"
 #include "protocol/payloads.h"
+#include "protocol/screen_payloads.h"
 #include "protocol/session_payloads.h"
 
 namespace ptyvisor::cli::mcp {
@@ -207,10 +208,90 @@ TEST_F(DaemonRunnerTest, NoDaemonIsAToolErrorAtOnce) {
     EXPECT_NE(results.at(7).message.find("cannot reach ptyvisord"), std::string::npos);
 }
 
-TEST(ScreenTool, SaysThisDaemonHasNoSnapshots) {
-    const auto r = screen_result(ScreenArgs{kId});
+TEST_F(DaemonRunnerTest, ScreenSendsTheSnapshotAndShowsTheRowsAsText) {
+    runner.start(1, ScreenArgs{kId, 5, true});
+    UniqueFd connection;
+    const auto request = daemon.accept_request(connection);
+    EXPECT_EQ(request.type, FrameType::Snapshot);
+    const auto asked = protocol::decode_snapshot(
+        std::string_view(reinterpret_cast<const char*>(request.payload.data()), request.payload.size()));
+    ASSERT_TRUE(asked) << asked.error;
+    EXPECT_EQ(*asked.value, (protocol::SnapshotRequest{kId, 5, true}));
+    protocol::ScreenReply screen;
+    screen.id = kId;
+    screen.cols = 10;
+    screen.rows = 2;
+    screen.cursor_row = 1;
+    screen.cursor_col = 3;
+    screen.title = "top";
+    screen.offset = 42;
+    screen.lines = {"hello", "$ x"};
+    screen.scrollback = {"before"};
+    protocol::AttributeRun bold;
+    bold.width = 5;
+    bold.bold = true;
+    screen.attributes = std::vector{bold};
+    FakeDaemon::reply(connection, FrameType::Screen, protocol::encode(screen));
+    connection.reset();
+    const auto r = result_of(1);
+    ASSERT_FALSE(r.is_error) << r.message;
+    EXPECT_EQ(r.structured.at("lines"), (nlohmann::json{"hello", "$ x"}));
+    EXPECT_EQ(r.structured.at("cursor").at("col"), 3);
+    EXPECT_EQ(r.structured.at("offset"), 42);
+    EXPECT_EQ(r.structured.at("attributes").size(), 1u);
+    // The text the model reads, rather than the JSON.
+    EXPECT_NE(r.message.find("cursor: row 1, col 3\n"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("\n-1|before\n 0|hello\n 1|$ x\n"), std::string::npos) << r.message;
+    EXPECT_EQ(tool_result_json(r).at("content").at(0).at("text"), r.message);
+    EXPECT_EQ(tool_result_json(r).at("structuredContent"), r.structured);
+}
+
+TEST_F(DaemonRunnerTest, ScreenOfAnUnknownSessionIsTheDaemonsRefusal) {
+    runner.start(1, ScreenArgs{kId});
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Snapshot);
+    FakeDaemon::reply(connection, FrameType::Error,
+                      protocol::encode(protocol::ErrorReply{protocol::ErrorCode::NoSuchSession, "no such session"}));
+    connection.reset();
+    const auto r = result_of(1);
     EXPECT_TRUE(r.is_error);
-    EXPECT_NE(r.message.find("does not offer screen snapshots"), std::string::npos);
+    EXPECT_EQ(r.message, "ptyvisord refused: no such session (no_such_session)");
+}
+
+TEST_F(DaemonRunnerTest, ScreenWithoutAWorkerSaysToAskAgain) {
+    runner.start(1, ScreenArgs{kId});
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Snapshot);
+    FakeDaemon::reply(
+        connection, FrameType::Error,
+        protocol::encode(protocol::ErrorReply{protocol::ErrorCode::Internal, "the screen is unavailable"}));
+    connection.reset();
+    const auto r = result_of(1);
+    EXPECT_TRUE(r.is_error);
+    EXPECT_NE(r.message.find("call terminal_screen again"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("the screen is unavailable (internal)"), std::string::npos) << r.message;
+}
+
+TEST_F(DaemonRunnerTest, ScreenFromADaemonBeforeVersion3SaysSo) {
+    runner.start(1, ScreenArgs{kId});
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Snapshot);
+    FakeDaemon::reply(connection, FrameType::Error,
+                      protocol::encode(protocol::ErrorReply{protocol::ErrorCode::UnsupportedVersion, "version 3"}));
+    connection.reset();
+    const auto r = result_of(1);
+    EXPECT_TRUE(r.is_error);
+    EXPECT_NE(r.message.find("does not offer screen snapshots"), std::string::npos) << r.message;
+}
+
+TEST_F(DaemonRunnerTest, ScreenCutShortIsAToolError) {
+    runner.start(1, ScreenArgs{kId});
+    UniqueFd connection;
+    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Snapshot);
+    connection.reset();
+    const auto r = result_of(1);
+    EXPECT_TRUE(r.is_error);
+    EXPECT_EQ(r.message, "connection to ptyvisord lost before the screen arrived");
 }
 
 }  // namespace

@@ -28,9 +28,10 @@ constexpr std::string_view kInstructions =
 
 json tool_result_json(const ToolResult& r) {
     if (r.is_error) return {{"content", json::array({{{"type", "text"}, {"text", r.message}}})}, {"isError", true}};
-    return {{"content", json::array({{{"type", "text"}, {"text", dump(r.structured)}}})},
-            {"structuredContent", r.structured},
-            {"isError", false}};
+    return {
+        {"content", json::array({{{"type", "text"}, {"text", r.message.empty() ? dump(r.structured) : r.message}}})},
+        {"structuredContent", r.structured},
+        {"isError", false}};
 }
 
 McpSession::McpSession(ToolRunner& runner, Send send, std::string server_version)

@@ -34,13 +34,18 @@ inline constexpr std::size_t kMaxLineBytes = 4 * 1024 * 1024;
 // Tool calls in flight at once; one more is refused (a tool error) until one finishes.
 inline constexpr std::size_t kMaxCallsInFlight = 32;
 
-// A tool's result: structured content (also sent as its JSON text), or an error message.
+// A tool's result: structured content, sent also as its JSON text unless the tool has a
+// text that reads better (terminal_screen's rows), or an error message.
 struct ToolResult {
     bool is_error = false;
     nlohmann::json structured;  // when !is_error: an object
-    std::string message;        // when is_error
+    std::string message;        // when is_error: the text; otherwise, if not empty, the text
 
     static ToolResult ok(nlohmann::json structured) { return {false, std::move(structured), {}}; }
+    // Structured content with its own text rendering instead of the JSON.
+    static ToolResult ok(nlohmann::json structured, std::string text) {
+        return {false, std::move(structured), std::move(text)};
+    }
     static ToolResult error(std::string message) { return {true, nullptr, std::move(message)}; }
 };
 

@@ -5,6 +5,7 @@
 
 #include "cli/options.h"
 #include "cli/send_keys.h"
+#include "protocol/screen_payloads.h"
 
 namespace ptyvisor::cli::mcp {
 namespace {
@@ -150,14 +151,49 @@ json read_tool() {
 }
 
 json screen_tool() {
-    return {{"name", "terminal_screen"},
-            {"title", "Show a terminal's screen"},
-            {"description",
-             "Show what a session's terminal screen looks like now, as lines of text: the result "
-             "of all its output, cursor movement included. Use it for full-screen programs (vim, "
-             "top, less, menus) where the output stream is hard to read; use terminal_read for "
-             "ordinary line-by-line output."},
-            {"inputSchema", object_schema({{"id", id_property()}}, {"id"})}};
+    json cursor = output_schema(
+        {{"row", {{"type", "integer"}}}, {"col", {{"type", "integer"}}}, {"visible", {{"type", "boolean"}}}},
+        {"row", "col", "visible"});
+    json run = output_schema(
+        {{"row", {{"type", "integer"}}}, {"col", {{"type", "integer"}}}, {"width", {{"type", "integer"}}}},
+        {"row", "col", "width"});
+    return {
+        {"name", "terminal_screen"},
+        {"title", "Show a terminal's screen"},
+        {"description",
+         "Show what a session's terminal screen looks like now, as a terminal emulator "
+         "following all its output (cursor movement, redraws, the alternate screen) sees it, "
+         "like `tmux capture-pane -p`. Use it for full-screen programs (vim, top, less, "
+         "menus, progress bars) where the output stream is hard to read, or to see what is "
+         "on screen now; use terminal_read for ordinary line-by-line output. The text shows "
+         "the size, the cursor (0-based row and column), the title, whether the alternate "
+         "screen (a full-screen program) is showing, then each row prefixed by its number "
+         "(0 is the top row; negative numbers are scrollback lines above it). `scrollback` "
+         "adds that many of the lines that scrolled off the top (at most 10000; the server "
+         "keeps 1000). `attributes` adds the colours and styles of the cells."},
+        {"inputSchema",
+         object_schema({{"id", id_property()},
+                        {"scrollback",
+                         {{"type", "integer"},
+                          {"minimum", 0},
+                          {"maximum", protocol::kMaxScrollbackLines},
+                          {"description", "Lines above the screen to include, newest last (default 0)."}}},
+                        {"attributes",
+                         {{"type", "boolean"},
+                          {"description", "Include the colour and style runs of the visible cells (default false)."}}}},
+                       {"id"})},
+        {"outputSchema",
+         output_schema({{"id", id_property()},
+                        {"cols", {{"type", "integer"}}},
+                        {"rows", {{"type", "integer"}}},
+                        {"cursor", cursor},
+                        {"alternate", {{"type", "boolean"}}},
+                        {"title", {{"type", "string"}}},
+                        {"offset", {{"type", "integer"}}},
+                        {"lines", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+                        {"scrollback", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+                        {"attributes", {{"type", "array"}, {"items", run}}}},
+                       {"id", "cols", "rows", "cursor", "alternate", "title", "offset", "lines", "scrollback"})}};
 }
 
 json wait_tool() {
@@ -463,8 +499,14 @@ bool parse_resize(const json& args, ResizeArgs& out, std::string& why) {
            get_size(args, true, out.size, why);
 }
 
-bool parse_id_only(const json& args, std::string& id, std::string& why) {
-    return only_members(args, {"id"}, why) && get_id(args, id, why);
+bool parse_screen(const json& args, ScreenArgs& out, std::string& why) {
+    if (!only_members(args, {"id", "scrollback", "attributes"}, why) || !get_id(args, out.id, why)) return false;
+    std::optional<std::uint64_t> scrollback;
+    if (!get_uint(args, "scrollback", 0, protocol::kMaxScrollbackLines, scrollback, why) ||
+        !get_bool(args, "attributes", out.attributes, why))
+        return false;
+    out.scrollback = static_cast<std::uint32_t>(scrollback.value_or(0));
+    return true;
 }
 
 }  // namespace
@@ -487,7 +529,7 @@ bool parse_tool_arguments(std::string_view name, const json& arguments, ToolArgs
     if (name == "terminal_start") return parse_start(arguments, out.emplace<StartArgs>(), why);
     if (name == "terminal_write") return parse_write(arguments, out.emplace<WriteArgs>(), why);
     if (name == "terminal_read") return parse_read(arguments, out.emplace<ReadArgs>(), why);
-    if (name == "terminal_screen") return parse_id_only(arguments, out.emplace<ScreenArgs>().id, why);
+    if (name == "terminal_screen") return parse_screen(arguments, out.emplace<ScreenArgs>(), why);
     if (name == "terminal_wait") return parse_wait(arguments, out.emplace<WaitArgs>(), why);
     if (name == "terminal_list") return only_members(arguments, {}, why) && (out.emplace<ListArgs>(), true);
     if (name == "terminal_kill") return parse_kill(arguments, out.emplace<KillArgs>(), why);

@@ -45,8 +45,11 @@ struct ReadArgs {
     std::uint64_t max_bytes = kDefaultReadBytes;
     bool strip_ansi = true;
 };
+// terminal_screen: one SNAPSHOT (docs/protocol.md, section 10).
 struct ScreenArgs {
     std::string id;
+    std::uint32_t scrollback = 0;  // lines above the screen, 0..protocol::kMaxScrollbackLines
+    bool attributes = false;       // colours and styles of the visible cells
 };
 struct WaitArgs {
     protocol::WaitRequest request;  // id, what, pattern/quiet_ms, from, timeout_ms

@@ -159,6 +159,34 @@ TEST(McpTools, ResizeNeedsBothDimensions) {
     EXPECT_EQ(parse_error("terminal_resize", {{"id", kId}, {"cols", 100}}), "'cols' and 'rows' are required");
 }
 
+TEST(McpTools, ScreenTakesScrollbackAndAttributes) {
+    const auto plain = parse_ok<ScreenArgs>("terminal_screen", {{"id", kId}});
+    EXPECT_EQ(plain.id, kId);
+    EXPECT_EQ(plain.scrollback, 0u);
+    EXPECT_FALSE(plain.attributes);
+    const auto full =
+        parse_ok<ScreenArgs>("terminal_screen", {{"id", kId}, {"scrollback", 10000}, {"attributes", true}});
+    EXPECT_EQ(full.scrollback, 10000u);
+    EXPECT_TRUE(full.attributes);
+}
+
+TEST(McpTools, ScreenRefusesWhatASnapshotCannotAsk) {
+    EXPECT_EQ(parse_error("terminal_screen", json::object()), "'id' is required");
+    EXPECT_EQ(parse_error("terminal_screen", {{"id", kId}, {"scrollback", 10001}}),
+              "'scrollback' must be an integer from 0 to 10000");
+    EXPECT_EQ(parse_error("terminal_screen", {{"id", kId}, {"scrollback", -1}}),
+              "'scrollback' must be an integer from 0 to 10000");
+    EXPECT_EQ(parse_error("terminal_screen", {{"id", kId}, {"attributes", "yes"}}),
+              "'attributes' must be true or false");
+    EXPECT_EQ(parse_error("terminal_screen", {{"id", kId}, {"colours", true}}), "unknown argument 'colours'");
+    const json tools = tool_definitions();
+    for (const auto& t : tools)
+        if (t.at("name") == "terminal_screen") {
+            EXPECT_EQ(t.at("inputSchema").at("properties").at("scrollback").at("maximum"), 10000);
+            EXPECT_TRUE(t.contains("outputSchema"));
+        }
+}
+
 TEST(McpTools, ArgumentsMustBeAnObject) {
     EXPECT_EQ(parse_error("terminal_list", json::array()), "the arguments must be an object");
     EXPECT_EQ(parse_error("terminal_list", {{"all", true}}), "unknown argument 'all'");
