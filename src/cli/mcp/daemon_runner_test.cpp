@@ -91,6 +91,13 @@ class DaemonRunnerTest : public ::testing::Test {
         return results.contains(key) ? results.at(key) : ToolResult::error("none");
     }
 
+    // Takes the request the runner sent, which must be of type `expected`, and refuses it.
+    void refuse_next(FrameType expected, protocol::ErrorCode code, const std::string& message) {
+        UniqueFd connection;
+        EXPECT_EQ(daemon.accept_request(connection).type, expected);
+        FakeDaemon::reply(connection, FrameType::Error, protocol::encode(protocol::ErrorReply{code, message}));
+    }
+
     FakeDaemon daemon;
     std::map<std::uint64_t, ToolResult> results;
     DaemonRunner runner;
@@ -128,11 +135,7 @@ TEST_F(DaemonRunnerTest, ADaemonThatClosesWithoutAnswerIsAToolError) {
 TEST_F(DaemonRunnerTest, ARefusalIsAToolErrorWithTheDaemonsReason) {
     WriteArgs write{kId, "x"};
     runner.start(1, write);
-    UniqueFd connection;
-    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Send);
-    FakeDaemon::reply(connection, FrameType::Error,
-                      protocol::encode(protocol::ErrorReply{protocol::ErrorCode::NoSuchSession, "no such session"}));
-    connection.reset();
+    refuse_next(FrameType::Send, protocol::ErrorCode::NoSuchSession, "no such session");
     const auto r = result_of(1);
     EXPECT_TRUE(r.is_error);
     EXPECT_EQ(r.message, "ptyvisord refused: no such session (no_such_session)");
@@ -248,11 +251,7 @@ TEST_F(DaemonRunnerTest, ScreenSendsTheSnapshotAndShowsTheRowsAsText) {
 
 TEST_F(DaemonRunnerTest, ScreenOfAnUnknownSessionIsTheDaemonsRefusal) {
     runner.start(1, ScreenArgs{kId});
-    UniqueFd connection;
-    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Snapshot);
-    FakeDaemon::reply(connection, FrameType::Error,
-                      protocol::encode(protocol::ErrorReply{protocol::ErrorCode::NoSuchSession, "no such session"}));
-    connection.reset();
+    refuse_next(FrameType::Snapshot, protocol::ErrorCode::NoSuchSession, "no such session");
     const auto r = result_of(1);
     EXPECT_TRUE(r.is_error);
     EXPECT_EQ(r.message, "ptyvisord refused: no such session (no_such_session)");
@@ -260,12 +259,7 @@ TEST_F(DaemonRunnerTest, ScreenOfAnUnknownSessionIsTheDaemonsRefusal) {
 
 TEST_F(DaemonRunnerTest, ScreenWithoutAWorkerSaysToAskAgain) {
     runner.start(1, ScreenArgs{kId});
-    UniqueFd connection;
-    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Snapshot);
-    FakeDaemon::reply(
-        connection, FrameType::Error,
-        protocol::encode(protocol::ErrorReply{protocol::ErrorCode::Internal, "the screen is unavailable"}));
-    connection.reset();
+    refuse_next(FrameType::Snapshot, protocol::ErrorCode::Internal, "the screen is unavailable");
     const auto r = result_of(1);
     EXPECT_TRUE(r.is_error);
     EXPECT_NE(r.message.find("call terminal_screen again"), std::string::npos) << r.message;
@@ -274,11 +268,7 @@ TEST_F(DaemonRunnerTest, ScreenWithoutAWorkerSaysToAskAgain) {
 
 TEST_F(DaemonRunnerTest, ScreenFromADaemonBeforeVersion3SaysSo) {
     runner.start(1, ScreenArgs{kId});
-    UniqueFd connection;
-    EXPECT_EQ(daemon.accept_request(connection).type, FrameType::Snapshot);
-    FakeDaemon::reply(connection, FrameType::Error,
-                      protocol::encode(protocol::ErrorReply{protocol::ErrorCode::UnsupportedVersion, "version 3"}));
-    connection.reset();
+    refuse_next(FrameType::Snapshot, protocol::ErrorCode::UnsupportedVersion, "version 3");
     const auto r = result_of(1);
     EXPECT_TRUE(r.is_error);
     EXPECT_NE(r.message.find("does not offer screen snapshots"), std::string::npos) << r.message;
