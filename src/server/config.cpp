@@ -191,9 +191,10 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
         c.recording.retention = std::chrono::seconds(retention);
     }
     if (const auto* t = subtable(r, root, "screen")) {
-        r.only(*t, {"enabled", "user"});
+        r.only(*t, {"enabled", "user", "reply_timeout"});
         r.boolean(*t, "enabled", c.screen.enabled);
         r.string(*t, "user", c.screen.user);
+        r.seconds(*t, "reply_timeout", c.screen.reply_timeout);
     }
     if (const auto* t = subtable(r, root, "session")) {
         r.only(*t, {"properties"});

@@ -45,6 +45,12 @@ struct Recording {
 struct ScreenSettings {
     bool enabled = true;          // false: no worker; SNAPSHOT fails, queries go unanswered
     std::string user = "nobody";  // the worker's account; never root
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan+UBSan slow libvterm about tenfold, and a restarted worker replays whole logs.
+    std::chrono::duration<double> reply_timeout{60.0};
+#else
+    std::chrono::duration<double> reply_timeout{5.0};  // a reply the worker owes, each
+#endif
 };
 
 struct Config {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -183,19 +184,39 @@ bool ScreenBroker::spawn(std::string& why) {
     return true;
 }
 
-void ScreenBroker::kill_worker(const char* why) {
+void ScreenBroker::kill_worker(const char* why, bool blame) {
     if (!pid_) return;
     log_warning("killing the screen worker", {{"WORKER_PID", std::to_string(pid_)}, {"REASON", why}});
     if (!pidfd_) ::kill(pid_, SIGKILL);
-    worker_gone();
+    worker_gone(blame);
 }
 
 void ScreenBroker::on_worker_exit() {
     log_warning("the screen worker exited", {{"WORKER_PID", std::to_string(pid_)}});
-    worker_gone();
+    worker_gone(true);
 }
 
-void ScreenBroker::worker_gone() {
+// The worker crashed or ran out of time while on this session's output (the oldest work it
+// had not finished: it works in order).
+void ScreenBroker::strike(std::uint32_t number) {
+    Tracked* t = find(number);
+    if (!t) return;
+    Session& session = *t->session;
+    if (++t->strikes < kMaxStrikes) {
+        log_warning("the screen worker failed on a session's output", {{"UNIT", session.unit()}});
+        return;
+    }
+    log_warning("turning off the screen of a session whose output the screen worker cannot get through",
+                {{"UNIT", session.unit()}, {"STRIKES", std::to_string(t->strikes)}});
+    tracked_.erase(&session);
+    screenless_.insert(&session);
+}
+
+std::uint64_t ScreenBroker::reply_timeout_usec() const {
+    return static_cast<std::uint64_t>(server_.config().screen.reply_timeout.count() * 1e6);
+}
+
+void ScreenBroker::worker_gone(bool blame) {
     // Killed whatever brought us here: a worker that only closed its socket must not be
     // waited for.
     if (pidfd_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
@@ -206,6 +227,8 @@ void ScreenBroker::worker_gone() {
     outgoing_.clear();
     incoming_.clear();
     owed_ = 0;
+    if (blame && !work_.empty()) strike(work_.front().number);
+    work_.clear();
     if (pid_ > 0) {
         // Killed or exited: reaped now if it is gone, else by the next start's check. A
         // SIGKILLed process is gone within the scheduler's next tick.
@@ -269,6 +292,7 @@ void ScreenBroker::open_in_worker(Tracked& t) {
     }
     t.notified_end = log.end();
     t.advance_in_flight = true;  // the worker acknowledges the replay with Advanced
+    work_.push_back({t.number, true});
     owe_reply();
     queue(screen::Writer(MessageType::Open)
               .put(t.number)
@@ -289,6 +313,7 @@ void ScreenBroker::send_advance(Tracked& t) {
     t.notified_end = end;
     t.advance_in_flight = true;
     queue(screen::Writer(MessageType::Advance).put(t.number).put(end).finish());
+    work_.push_back({t.number, true});
     owe_reply();
 }
 
@@ -309,6 +334,7 @@ void ScreenBroker::output(Session& session) {
 void ScreenBroker::resized(Session& session) {
     const auto it = tracked_.find(&session);
     if (it == tracked_.end() || !socket_) return;
+    work_.push_back({it->second.number, false});
     queue(screen::Writer(MessageType::Resize)
               .put(it->second.number)
               .put(session.log().end())
@@ -318,6 +344,7 @@ void ScreenBroker::resized(Session& session) {
 }
 
 void ScreenBroker::closed(Session& session) {
+    screenless_.erase(&session);
     const auto it = tracked_.find(&session);
     if (it == tracked_.end()) return;
     queue(screen::Writer(MessageType::Close).put(it->second.number).finish());
@@ -338,6 +365,12 @@ void ScreenBroker::closed(Session& session) {
 
 std::uint32_t ScreenBroker::snapshot(Session& session, const protocol::SnapshotRequest& request, Done done) {
     const std::uint32_t ticket = ++next_ticket_ ? next_ticket_ : ++next_ticket_;
+    if (screenless_.contains(&session)) {
+        finish_later(ticket, std::move(done), false,
+                     "this session's screen is off: the screen worker failed on its output " +
+                         std::to_string(kMaxStrikes) + " times");
+        return ticket;
+    }
     const auto it = tracked_.find(&session);
     if (!socket_ || it == tracked_.end()) {
         finish_later(ticket, std::move(done), false, "the screen worker is not running; try again");
@@ -357,6 +390,7 @@ std::uint32_t ScreenBroker::snapshot(Session& session, const protocol::SnapshotR
               .put(std::min(request.scrollback, kScrollbackLines))
               .put(std::uint8_t{request.attributes})
               .finish());
+    work_.push_back({it->second.number, true});
     owe_reply();
     return ticket;
 }
@@ -399,16 +433,55 @@ void ScreenBroker::run_finished() {
 
 void ScreenBroker::owe_reply() {
     if (owed_++ > 0 && deadline_timer_) return;
-    const int r = rearm_timer(server_.event(), deadline_timer_, kReplyDeadlineUsec,
-                              [this] { kill_worker("it did not answer in time"); });
-    if (r < 0) log_error_errno(r, "cannot arm the screen worker's deadline");
+    arm_deadline();
 }
 
 void ScreenBroker::paid_reply() {
     if (owed_ > 0) --owed_;
+    // The reply ends the oldest work that replies, and so everything sent before it. The
+    // worker got through that session's output: its strikes are forgiven (a worker killed
+    // from outside is not the session's doing).
+    while (!work_.empty() && !work_.front().replies) work_.pop_front();
+    if (!work_.empty()) {
+        if (Tracked* t = find(work_.front().number)) t->strikes = 0;
+        work_.pop_front();
+    }
     if (owed_ == 0) deadline_timer_.reset();
-    else rearm_timer(server_.event(), deadline_timer_, kReplyDeadlineUsec,
-                     [this] { kill_worker("it did not answer in time"); });
+    else arm_deadline();
+}
+
+// The reply timeout counts the worker's CPU time, not the clock's: on a loaded machine (the
+// worker runs at nice 10) a replay can take long without its output being to blame. A worker
+// that has spent the timeout's worth of CPU on one piece of work is killed, and the session
+// whose work it was takes a strike; one that is merely waiting for a CPU is given more time,
+// up to kStuckFactor timeouts of the clock, and then killed without a strike.
+void ScreenBroker::arm_deadline() {
+    deadline_cpu_usec_ = worker_cpu_usec();
+    deadline_wall_usec_ = now_usec(server_.event());
+    rearm_deadline(reply_timeout_usec());
+}
+
+void ScreenBroker::rearm_deadline(std::uint64_t usec) {
+    const int r = rearm_timer(server_.event(), deadline_timer_, usec, [this] { on_deadline(); });
+    if (r < 0) log_error_errno(r, "cannot arm the screen worker's deadline");
+}
+
+void ScreenBroker::on_deadline() {
+    const std::uint64_t timeout = reply_timeout_usec();
+    const std::uint64_t cpu = worker_cpu_usec() - deadline_cpu_usec_;
+    const std::uint64_t wall = now_usec(server_.event()) - deadline_wall_usec_;
+    if (cpu >= timeout) return kill_worker("it spent its reply timeout's worth of CPU on one piece of work", true);
+    if (wall >= kStuckFactor * timeout) return kill_worker("it did not answer, nor use the CPU, in time");
+    rearm_deadline(std::max<std::uint64_t>(timeout - cpu, 100'000));
+}
+
+std::uint64_t ScreenBroker::worker_cpu_usec() const {
+    // The kernel's per-process CPU clock; a worker gone or unreadable counts as having used
+    // none (its exit is seen on its pidfd).
+    clockid_t clock{};
+    timespec ts{};
+    if (pid_ <= 0 || ::clock_getcpuclockid(pid_, &clock) != 0 || ::clock_gettime(clock, &ts) != 0) return 0;
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<std::uint64_t>(ts.tv_nsec) / 1000;
 }
 
 void ScreenBroker::on_socket(std::uint32_t revents) {

@@ -6,13 +6,22 @@
 // SNAPSHOT requests to it. Everything the worker sends is untrusted:
 //  - a message longer than its bound, of an unknown type, about an unknown session or
 //    ticket, or a SCREEN whose shape is not the session's (protocol/screen_payloads.h),
-//    kills the worker; so does a worker that owes a reply for longer than kReplyDeadline;
+//    kills the worker; so does a worker that owes a reply for longer than [screen]
+//    reply_timeout;
 //  - its answers to terminal queries are written to a session's terminal only when each is
 //    of a form a terminal sends (is_terminal_answer) and no controller with a terminal of
 //    its own is attached (that terminal answers instead: never both).
 // A worker that dies or is killed is restarted after a backoff and rebuilds every screen
 // from the logs; sessions never wait for it, and no output is lost (the log is the
 // daemon's). While none runs, SNAPSHOT fails with INTERNAL.
+//
+// A session whose output the worker cannot get through (bytes that crash libvterm, or that
+// cost it longer than the reply timeout: an insert-line on a 1000x1000 screen moves a
+// million cells) would otherwise stop every session's screen, again at each restart, since
+// each restart replays the log. The worker handles its messages in order, so the broker knows
+// whose output it was on when it crashed or ran out of time: that session takes a strike, and
+// at kMaxStrikes its screen is turned off (its SNAPSHOTs fail, its queries go unanswered), so
+// that the others' come back.
 //
 // Notices are coalesced: at most one Advance per session is unacknowledged, so a flood of
 // output costs the worker one message per reply, not one per read. Idle sessions cost
@@ -45,12 +54,8 @@ bool is_terminal_answer(std::string_view bytes);
 
 class ScreenBroker {
   public:
-#if defined(__SANITIZE_ADDRESS__)
-    // ASan+UBSan slow libvterm about tenfold, and a restarted worker replays whole logs.
-    static constexpr std::uint64_t kReplyDeadlineUsec = 60'000'000;
-#else
-    static constexpr std::uint64_t kReplyDeadlineUsec = 5'000'000;
-#endif
+    static constexpr int kMaxStrikes = 2;
+    static constexpr std::uint64_t kStuckFactor = 6;  // clock timeouts for a worker without CPU
     static constexpr std::uint64_t kFirstBackoffUsec = 100'000;
     static constexpr std::uint64_t kMaxBackoffUsec = 10'000'000;
     static constexpr std::uint32_t kScrollbackLines = 1000;
@@ -85,6 +90,13 @@ class ScreenBroker {
         std::uint32_t number = 0;
         bool advance_in_flight = false;
         std::uint64_t notified_end = 0;
+        int strikes = 0;  // times in a row the worker crashed or timed out on its output
+    };
+    // What the worker was sent that makes it process a session's output, in the order it
+    // handles them; `replies`: whether it answers (Open, Advance, Snapshot; not Resize).
+    struct Work {
+        std::uint32_t number;
+        bool replies;
     };
     struct Pending {
         Session* session = nullptr;
@@ -110,8 +122,14 @@ class ScreenBroker {
     bool handle_screen(std::span<const std::uint8_t> body);
     void owe_reply();
     void paid_reply();
-    void kill_worker(const char* why);
-    void worker_gone();
+    void kill_worker(const char* why, bool blame = false);
+    void worker_gone(bool blame);
+    void strike(std::uint32_t number);
+    [[nodiscard]] std::uint64_t reply_timeout_usec() const;
+    void arm_deadline();
+    void rearm_deadline(std::uint64_t usec);
+    void on_deadline();
+    [[nodiscard]] std::uint64_t worker_cpu_usec() const;
     void schedule_restart();
     void fail_pending(const std::string& why);
     void finish_later(std::uint32_t ticket, Done done, bool ok, std::string text);
@@ -120,6 +138,8 @@ class ScreenBroker {
 
     Server& server_;
     std::map<Session*, Tracked> tracked_;
+    std::set<const Session*> screenless_;  // struck out: no screen until they end
+    std::deque<Work> work_;
     std::map<std::uint32_t, Pending> pending_;
     // Replies still owed about sessions that have gone: expected, and then forgotten.
     std::set<std::uint32_t> gone_advances_, gone_tickets_;
@@ -131,6 +151,7 @@ class ScreenBroker {
     std::deque<Outgoing> outgoing_;
     std::vector<std::uint8_t> incoming_;
     std::uint64_t owed_ = 0;  // replies the worker owes (Advance and Snapshot)
+    std::uint64_t deadline_cpu_usec_ = 0, deadline_wall_usec_ = 0;  // when the deadline was armed
     std::uint64_t backoff_usec_ = kFirstBackoffUsec, started_usec_ = 0, starts_ = 0;
     struct Finished {
         std::uint32_t ticket;

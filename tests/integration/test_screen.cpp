@@ -135,8 +135,9 @@ class Screen : public EndToEnd {
     void SetUp() override {
         EndToEnd::SetUp();
         if (shell("command -v tmux").empty()) GTEST_FAIL() << "tmux is not installed (scripts/install-deps.sh)";
-        ASSERT_NE(start_daemon(), nullptr);
+        ASSERT_NE(start_daemon(daemon_config()), nullptr);
     }
+    virtual DaemonConfig daemon_config() { return config(); }
 
     std::vector<std::string> env() const {
         return {kPath, "HOME=" + work_, "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "TERM=xterm-256color", "PS1=$ "};
@@ -550,6 +551,51 @@ TEST_F(Screen, KilledInAFloodLosesNothing) {
     for (int i = 1; i <= count; ++i) expected += std::to_string(i).size() + 2;
     expected += std::string("FLOOD-DONE\r\n").size();
     EXPECT_EQ(output_bytes(id), expected);
+}
+
+// The attack: output that costs the emulator far longer than the reply timeout (each
+// insert-line on a 1000x1000 screen moves a million cells), which used to stop every
+// session's screen, and again at each restart, since each restart replays the log. The
+// worker is killed twice while on that session's output; then that session's screen is
+// turned off, and the other sessions' screens come back.
+class ScreenUnderCostlyOutput : public Screen {
+  protected:
+    DaemonConfig daemon_config() override {
+        DaemonConfig c = config();
+        c.screen_reply_timeout = 2;
+        return c;
+    }
+};
+
+TEST_F(ScreenUnderCostlyOutput, OnlyTheCostlySessionLosesItsScreen) {
+    const std::string innocent = start_detached({"sh", "-c", "echo innocent-ready; exec sleep 120"});
+    ASSERT_FALSE(innocent.empty());
+    settle(screen_of(innocent), [](const Lines& l) { return contains(l, "innocent-ready"); });
+    const pid_t first = worker_of(daemon()->pid());
+    std::string costly_output;
+    for (int i = 0; i < 20000; ++i) costly_output += "\x1b[L";
+    write_file("costly.bin", costly_output);
+    const std::string costly = start_detached({"sh", "-c", "cat costly.bin; exec sleep 120"}, 1000, 1000);
+    ASSERT_FALSE(costly.empty());
+
+    // Its SNAPSHOTs fail while the worker is stuck on it (killed, restarted, stuck again on
+    // the replay), and then for good, saying why.
+    std::string error;
+    const auto deadline = Clock::now() + Millis(120000);
+    while (Clock::now() < deadline) {
+        error.clear();
+        if (!snapshot(costly, 0, false, &error) && error.find("screen is off") != std::string::npos) break;
+        std::this_thread::sleep_for(Millis(100));
+    }
+    EXPECT_NE(error.find("screen is off"), std::string::npos) << error;
+    EXPECT_NE(worker_of(daemon()->pid()), first) << "the worker was never restarted";
+
+    // The other session's screen is back, rebuilt from its log, and new output reaches it.
+    send(innocent, "typed-later");  // echoed by the terminal
+    const auto lines = settle(screen_of(innocent), [](const Lines& l) { return contains(l, "typed-later"); });
+    ASSERT_GE(lines.size(), 2u);
+    EXPECT_EQ(lines[0], "innocent-ready");
+    EXPECT_EQ(lines[1], "typed-later");
 }
 
 TEST_F(Screen, FuzzedEscapeSequencesDoNotCrashTheWorker) {

@@ -74,6 +74,7 @@ std::string DaemonConfig::to_toml() const {
     t << "directory = " << quote(recording_directory) << "\n";
     t << "max_bytes = " << recording_max_bytes << "\n";
     t << "retention = " << recording_retention << "\n";
+    if (screen_reply_timeout > 0) t << "\n[screen]\nreply_timeout = " << number(screen_reply_timeout) << "\n";
     if (!properties.empty()) {
         t << "\n[session.properties]\n";
         for (const auto& [k, v] : properties) t << k << " = " << quote(v) << "\n";

@@ -42,6 +42,9 @@ struct DaemonConfig {
     double reattach = 30;
     std::string observer_group;
 
+    // [screen]; 0: the daemon's default
+    double screen_reply_timeout = 0;
+
     // [recording]; an empty directory: sessions are not recorded
     std::string recording_directory;
     long long recording_max_bytes = 64ll * 1024 * 1024;
