@@ -107,6 +107,26 @@ TEST_F(ConfigFile, RecordingIsOffByDefaultAndReadFromItsTable) {
     EXPECT_NE(why.find("[recording] directory must be an absolute path"), std::string::npos) << why;
 }
 
+TEST_F(ConfigFile, ScreenIsOnByDefaultAndReadFromItsTable) {
+    const Config defaults;
+    EXPECT_TRUE(defaults.screen.enabled);
+    EXPECT_EQ(defaults.screen.user, "nobody");
+    EXPECT_GT(defaults.screen.reply_timeout.count(), 0);
+    Config c;
+    std::string why;
+    ASSERT_TRUE(load_config_file(write("user = \"byk\"\n[screen]\nenabled = false\nuser = \"screen\"\nreply_timeout = 2.5\n"),
+                                 c, why))
+        << why;
+    EXPECT_FALSE(c.screen.enabled);
+    EXPECT_EQ(c.screen.user, "screen");
+    EXPECT_DOUBLE_EQ(c.screen.reply_timeout.count(), 2.5);
+    for (const char* wrong : {"reply_timeout = 0", "reply_timeout = 3601", "reply_timeout = \"5\"", "enabled = 1"}) {
+        Config w;
+        EXPECT_FALSE(load_config_file(write(std::string("[screen]\n") + wrong + "\n"), w, why)) << wrong;
+        EXPECT_NE(why.find("line 2"), std::string::npos) << why;
+    }
+}
+
 TEST_F(ConfigFile, SyntaxErrorNamesTheLine) {
     Config c;
     std::string why;
