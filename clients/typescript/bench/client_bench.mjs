@@ -7,9 +7,9 @@
 // dist/, e.g. an unpacked `npm pack` of an older commit), interleaved with this one and the C++
 // client, so that a change is judged against the same load on the machine.
 //
-// The machine this runs on is shared, and its load changes by the second: every measurement
-// is interleaved (C++, this package, the baseline, C++, ...; the order rotates each round), and
-// the figures are medians, with each ratio the median of the ratios of one round's neighbours.
+// The machine this runs on is shared, and its load changes by the second: every run of the
+// package is paired with a C++ run just before it (see interleaved()), the figures are medians,
+// and each ratio is the median of the pairs' ratios.
 import { spawn as spawnProcess } from "node:child_process";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -127,13 +127,23 @@ if (baselineDir) {
   clients.push(packageClient(`${runtime} baseline`, BaselineClient));
 }
 
-/** Runs `measure` for every client, ROUNDS times, in an order rotated each round. */
+/**
+ * Runs `measure` `rounds` times for every build of the package, each run right after a run of
+ * the C++ client (C++, A, C++, B; then C++, B, C++, A, ...): every package run has a C++ run as
+ * its neighbour to be divided by, and the same kind of run before it. Caution with --baseline:
+ * two builds in one process share its heap and allocator, and an A/A run (the same build twice)
+ * still gave 314 vs 240 ms of CPU for 64 MiB; to compare builds' CPU, run the benchmark once
+ * per build, alternating processes (A B A B ...), and compare their ratios to C++.
+ * Returns, per package build, its results and those of the C++ runs paired with them.
+ */
 async function interleaved(rounds, measure) {
-  const results = clients.map(() => []);
+  const packages = clients.slice(1);
+  const results = packages.map(() => ({ mine: [], cpp: [] }));
   for (let round = 0; round < rounds; round++) {
-    for (let k = 0; k < clients.length; k++) {
-      const index = (round + k) % clients.length;
-      results[index].push(await measure(clients[index]));
+    for (let k = 0; k < packages.length; k++) {
+      const index = (round + k) % packages.length;
+      results[index].cpp.push(await measure(cpp));
+      results[index].mine.push(await measure(packages[index]));
     }
   }
   return results;
@@ -156,12 +166,14 @@ const starts = await interleaved(STARTS, async (c) => {
   }
   return c.start();
 });
+const cppStarts = starts.flatMap((r) => r.cpp);
+const pkgs = clients.slice(1);
 for (const [key, what] of [["exit", "start (run `echo ready` to its exit)"], ["firstOutput", "start to first output"]]) {
-  const parts = clients.map((c, i) => `${c.name} p50 ${fmt(percentile(starts[i].map((r) => r[key]), 50))} p99 ${fmt(percentile(starts[i].map((r) => r[key]), 99))}`);
-  console.log(`${what}, ms: ${parts.join(" | ")}`);
-  for (let i = 1; i < clients.length; i++) {
-    const p = (n) => fmt(percentile(starts[i].map((r) => r[key]), n) / percentile(starts[0].map((r) => r[key]), n));
-    console.log(`  ratio ${clients[i].name} / C++ (goal <= 1.5): p50 ${p(50)} p99 ${p(99)}`);
+  const figures = (runs) => `p50 ${fmt(percentile(runs.map((r) => r[key]), 50))} p99 ${fmt(percentile(runs.map((r) => r[key]), 99))}`;
+  console.log(`${what}, ms: C++ ${figures(cppStarts)} | ${pkgs.map((c, i) => `${c.name} ${figures(starts[i].mine)}`).join(" | ")}`);
+  for (let i = 0; i < pkgs.length; i++) {
+    const p = (n) => fmt(percentile(starts[i].mine.map((r) => r[key]), n) / percentile(starts[i].cpp.map((r) => r[key]), n));
+    console.log(`  ratio ${pkgs[i].name} / C++ (goal <= 1.5): p50 ${p(50)} p99 ${p(99)}`);
   }
 }
 console.log(`a helper process per START would add: p50 ${fmt(percentile(helper, 50))} ms, p99 ${fmt(percentile(helper, 99))} ms (spawn of /bin/true from ${runtime})`);
@@ -169,12 +181,15 @@ console.log(`a helper process per START would add: p50 ${fmt(percentile(helper, 
 const bytes = MIB * 1048576;
 await cpp.throughput(1048576); // warm-up
 const runs = await interleaved(ROUNDS, (c) => c.throughput(bytes));
-console.log(`throughput, MiB/s (median of ${ROUNDS}; best): ${clients.map((c, i) => `${c.name} ${fmt(median(runs[i].map((r) => r.rate)))}; ${fmt(Math.max(...runs[i].map((r) => r.rate)))}`).join(" | ")}`);
-for (let i = 1; i < clients.length; i++) {
-  console.log(`  throughput ratio ${clients[i].name} / C++ (goal >= 0.8): ${fmt(ratio(runs[i], runs[0], "rate"))} (median of the rounds' ratios)`);
+const cppRuns = runs.flatMap((r) => r.cpp);
+const rates = (list) => `${fmt(median(list.map((r) => r.rate)))}; ${fmt(Math.max(...list.map((r) => r.rate)))}`;
+console.log(`throughput, MiB/s (median; best): C++ ${rates(cppRuns)} | ${pkgs.map((c, i) => `${c.name} ${rates(runs[i].mine)}`).join(" | ")}`);
+for (let i = 0; i < pkgs.length; i++) {
+  console.log(`  throughput ratio ${pkgs[i].name} / C++ (goal >= 0.8): ${fmt(ratio(runs[i].mine, runs[i].cpp, "rate"))} (median of ${ROUNDS} neighbour ratios)`);
 }
 // Wall time on a shared machine measures its load as much as the client; CPU time less so.
-console.log(`client CPU for ${MIB} MiB, ms (median of ${ROUNDS}): ${clients.map((c, i) => `${c.name} ${fmt(median(runs[i].map((r) => r.cpuMs)))}`).join(" | ")}`);
-for (let i = 1; i < clients.length; i++) {
-  console.log(`  client CPU ratio ${clients[i].name} / C++: ${fmt(ratio(runs[i], runs[0], "cpuMs"))}`);
+const cpus = (list) => fmt(median(list.map((r) => r.cpuMs)));
+console.log(`client CPU for ${MIB} MiB, ms (median): C++ ${cpus(cppRuns)} | ${pkgs.map((c, i) => `${c.name} ${cpus(runs[i].mine)}`).join(" | ")}`);
+for (let i = 0; i < pkgs.length; i++) {
+  console.log(`  client CPU ratio ${pkgs[i].name} / C++: ${fmt(ratio(runs[i].mine, runs[i].cpp, "cpuMs"))}`);
 }
