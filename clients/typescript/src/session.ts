@@ -162,8 +162,10 @@ export class Session extends EventEmitter<SessionEvents> {
       for (const write of this.early) write(this.conn);
       this.early = [];
       for (;;) {
-        await this.waitForIterators();
-        const frame = await this.conn.nextFrame();
+        if (this.iteratorsFull()) await this.waitForIterators();
+        // Frames already received are handled in this turn, one after the other; only an
+        // empty queue costs an await (a promise per frame was the pump's main cost).
+        const frame = this.conn.takeFrame() ?? (await this.conn.nextFrame());
         if (!frame) throw new ConnectionLostError("the daemon closed the connection before the session's end");
         if (this.handle(frame.type, frame.payload)) return;
         if (frame.type === FrameType.STARTED || frame.type === FrameType.ATTACHED) {
@@ -247,12 +249,17 @@ export class Session extends EventEmitter<SessionEvents> {
     if (this.listenerCount("error") > 0) this.emit("error", error);
   }
 
-  private waitForIterators(): Promise<void> | void {
-    const full = () => [...this.iterators].some((q) => q.size >= ITERATOR_HIGH_WATER);
-    if (!full()) return;
+  /** Whether an async iterator holds as many chunks as it may (then the pump waits). */
+  private iteratorsFull(): boolean {
+    if (this.iterators.size === 0) return false;
+    for (const q of this.iterators) if (q.size >= ITERATOR_HIGH_WATER) return true;
+    return false;
+  }
+
+  private waitForIterators(): Promise<void> {
     return new Promise((resolve) => {
       this.drained = () => {
-        if (!full()) {
+        if (!this.iteratorsFull()) {
           this.drained = null;
           resolve();
         }

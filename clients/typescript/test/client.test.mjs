@@ -158,6 +158,27 @@ test("a large output arrives whole and in order", async () => {
   assert.equal((await session.exited).code, 0);
 });
 
+test("a slow iterator and a 'data' listener see the same bytes, 'exit' after the last of them", async () => {
+  // The pump hands over every frame already received in one turn; an iterator that lags must
+  // still stop it (at its high-water mark) and lose nothing, and 'exit' must come last.
+  const session = await client.open(["seq", "1", "100000"]);
+  const heard = [];
+  let exitedAfter = -1;
+  session.on("data", (chunk) => heard.push(chunk));
+  session.on("exit", () => (exitedAfter = heard.length));
+  const iterated = [];
+  for await (const chunk of session) {
+    iterated.push(chunk);
+    await new Promise((resolve) => setImmediate(resolve)); // a consumer slower than the socket
+  }
+  const text = Buffer.concat(iterated).toString("utf8");
+  assert.equal(text.split("\r\n").filter(Boolean).length, 100000);
+  assert.ok(text.endsWith("99999\r\n100000\r\n"));
+  assert.deepEqual(Buffer.concat(heard), Buffer.concat(iterated));
+  assert.equal(exitedAfter, heard.length, "'exit' came after every 'data'");
+  assert.equal((await session.exited).code, 0);
+});
+
 test("errors carry the protocol's codes", async () => {
   await assert.rejects(client.wait(NO_SUCH_ID), (e) => e instanceof ServerError && e.code === "no_such_session");
   await assert.rejects(client.read(NO_SUCH_ID), (e) => e instanceof ServerError && e.code === "no_such_session");
