@@ -161,6 +161,12 @@ bool adopt_activated_socket(int count, UniqueFd& out, std::string& why) {
         why = errno_text("make the activated socket close-on-exec and non-blocking");
         return false;
     }
+    // systemd listened with its own backlog (Backlog=, SOMAXCONN by default); listen() on a
+    // listening socket only sets a new one, and ours is the one admission needs.
+    if (::listen(fd.get(), kListenBacklog) < 0) {
+        why = errno_text("set the activated socket's backlog");
+        return false;
+    }
     out = std::move(fd);
     return true;
 }
@@ -201,7 +207,7 @@ bool bind_own_socket(const std::string& path, gid_t group, UniqueFd& out, std::s
         why = errno_text("bind " + path);
         return false;
     }
-    if (::listen(fd.get(), SOMAXCONN) < 0) {
+    if (::listen(fd.get(), kListenBacklog) < 0) {
         why = errno_text("listen");
         return false;
     }
