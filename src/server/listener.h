@@ -23,8 +23,9 @@ namespace ptyvisor::server {
 // queue"). A same-uid flood kept 2,000 connections queued, and the agent's START waited
 // 140-200 ms behind them. With 64 the wait is bounded by one accept batch
 // (Server::on_accept); a flooder that finds the queue full gets EAGAIN and holds nothing,
-// and a blocking connect() (the agent's, through every client library but Node's and Go's)
-// sleeps until accept() makes room and is woken then, in the order it came.
+// and a blocking connect() (the CLI's, the C++ and Python clients') sleeps until accept()
+// makes room. Non-blocking connects (Node, Go) get EAGAIN too, as they did from a flood
+// that filled 4096.
 inline constexpr int kListenBacklog = 64;
 
 // The listening socket, non-blocking and close-on-exec, in `out`: the one systemd passed
