@@ -161,12 +161,6 @@ bool adopt_activated_socket(int count, UniqueFd& out, std::string& why) {
         why = errno_text("make the activated socket close-on-exec and non-blocking");
         return false;
     }
-    // systemd listened with its own backlog (Backlog=, SOMAXCONN by default); listen() on a
-    // listening socket only sets a new one, and ours is the one admission needs.
-    if (::listen(fd.get(), kListenBacklog) < 0) {
-        why = errno_text("set the activated socket's backlog");
-        return false;
-    }
     out = std::move(fd);
     return true;
 }
@@ -207,7 +201,13 @@ bool bind_own_socket(const std::string& path, gid_t group, UniqueFd& out, std::s
         why = errno_text("bind " + path);
         return false;
     }
-    if (::listen(fd.get(), kListenBacklog) < 0) {
+    // SOMAXCONN, on purpose. A short queue (64 was tried, aeb0f30) does not let the agent
+    // in sooner: flooders that find it full retry at once and refill it as accept() empties
+    // it, and the agent's connect, woken in the kernel, must win that race; with 64 flooding
+    // processes under allow_units it lost it for seconds (docs/admission.md, "The listen
+    // queue"). The agent's wait behind a long queue is kept short by making each refusal
+    // cheap instead (Server::accept_one).
+    if (::listen(fd.get(), SOMAXCONN) < 0) {
         why = errno_text("listen");
         return false;
     }

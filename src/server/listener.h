@@ -16,18 +16,6 @@
 
 namespace ptyvisor::server {
 
-// How many connections the kernel queues for accept(). Not SOMAXCONN (4096): the queue is
-// first in, first out and the daemon learns who a connection is only once it accepts it, so
-// an agent that connects behind a full queue waits for every connection ahead of it to be
-// accepted and refused, at tens of microseconds each (docs/admission.md, "The listen
-// queue"). A same-uid flood kept 2,000 connections queued, and the agent's START waited
-// 140-200 ms behind them. With 64 the wait is bounded by one accept batch
-// (Server::on_accept); a flooder that finds the queue full gets EAGAIN and holds nothing,
-// and a blocking connect() (the CLI's, the C++ and Python clients') sleeps until accept()
-// makes room. Non-blocking connects (Node, Go) get EAGAIN too, as they did from a flood
-// that filled 4096.
-inline constexpr int kListenBacklog = 64;
-
 // The listening socket, non-blocking and close-on-exec, in `out`: the one systemd passed
 // (LISTEN_FDS), else our own at `path`. False with `why` (docs/architecture.md, "Error
 // conventions").

@@ -3,18 +3,10 @@
 // daemon gives the socket away with chown, and the attacks need directories of other owners.
 #include "server/listener.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <vector>
 
 #include <filesystem>
 #include <fstream>
@@ -144,68 +136,6 @@ TEST_F(Listener, SymlinkAtTheSocketNameIsNotFollowed) {
     ASSERT_EQ(::stat(target.c_str(), &st), 0);
     EXPECT_EQ(st.st_gid, 0u);
     EXPECT_EQ(st.st_mode & 07777, 0600u);
-}
-
-// How many connections to `path` the kernel queues before a non-blocking connect() gets
-// EAGAIN (nobody accepts meanwhile); the connections are kept open in `held`.
-int queued_until_full(const std::string& path, std::vector<UniqueFd>& held) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    for (int n = 0; n < 10000; ++n) {
-        UniqueFd c(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-        if (!c) return -1;
-        if (::connect(c.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
-            return errno == EAGAIN ? n : -1;
-        held.push_back(std::move(c));
-    }
-    return -1;
-}
-
-// The listen queue is what an agent waits behind under a flood (listener.h): it holds
-// kListenBacklog connections (Linux queues one more than the backlog), not SOMAXCONN.
-TEST_F(Listener, OwnSocketQueuesNoMoreThanTheBacklog) {
-    const auto dir = make_dir("ok", 0755, 0);
-    UniqueFd fd;
-    std::string why;
-    ASSERT_TRUE(open_listener(dir + "/s.sock", kGroup, fd, why)) << why;
-    std::vector<UniqueFd> held;
-    const int queued = queued_until_full(dir + "/s.sock", held);
-    EXPECT_GE(queued, kListenBacklog);
-    EXPECT_LE(queued, kListenBacklog + 1);
-}
-
-// A socket systemd passed (ListenStream=, Backlog= SOMAXCONN by default) gets the same
-// backlog.
-TEST_F(Listener, ActivatedSocketGetsTheBacklogToo) {
-    const auto dir = make_dir("ok", 0755, 0);
-    const std::string path = dir + "/s.sock";
-    UniqueFd theirs(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    ASSERT_TRUE(theirs);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    ASSERT_EQ(::bind(theirs.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(::listen(theirs.get(), SOMAXCONN), 0);
-    // Where systemd puts it: SD_LISTEN_FDS_START, with whatever was there kept aside.
-    const UniqueFd kept(::fcntl(SD_LISTEN_FDS_START, F_DUPFD_CLOEXEC, 100));
-    ASSERT_EQ(::dup2(theirs.get(), SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
-    ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);
-    ::setenv("LISTEN_FDS", "1", 1);
-    UniqueFd fd;
-    std::string why;
-    const bool ok = open_listener("/nonexistent/ignored.sock", kGroup, fd, why);
-    // The listener now owns SD_LISTEN_FDS_START; put back what was there, if anything.
-    if (kept) {
-        const int listener = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 100);
-        fd.reset(listener);
-        ::dup2(kept.get(), SD_LISTEN_FDS_START);
-    }
-    ASSERT_TRUE(ok) << why;
-    std::vector<UniqueFd> held;
-    const int queued = queued_until_full(path, held);
-    EXPECT_GE(queued, kListenBacklog);
-    EXPECT_LE(queued, kListenBacklog + 1);
 }
 
 }  // namespace
