@@ -34,6 +34,11 @@ void Admission::leave_handshake(pid_t peer) {
     if (--it->second == 0) handshakes_by_peer_.erase(it);
 }
 
+bool Admission::holds_all_its_handshakes(pid_t peer) const {
+    const auto it = handshakes_by_peer_.find(peer);
+    return it != handshakes_by_peer_.end() && it->second >= limits_.max_unauthenticated_per_peer;
+}
+
 pid_t Admission::evict_candidate() const {
     pid_t victim = 0;
     std::uint32_t most = 0;

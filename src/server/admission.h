@@ -38,6 +38,10 @@ public:
     // the oldest handshake of evict_candidate() (which calls leave_handshake for it).
     Handshake enter_handshake(pid_t peer);
     void leave_handshake(pid_t peer);
+    // Whether `peer` holds every handshake one process may: enter_handshake() would refuse
+    // it whatever else is true of it, so the listener refuses it before pinning it or
+    // reading its cgroup (the cheapest refusal, for a flood from few processes).
+    [[nodiscard]] bool holds_all_its_handshakes(pid_t peer) const;
     [[nodiscard]] pid_t evict_candidate() const;
 
     // One of max_sessions; false when all are taken.

@@ -23,6 +23,21 @@ TEST(Admission, CapsHandshakesPerPeer) {
     EXPECT_EQ(a.enter_handshake(100), Admission::Handshake::Admitted);
 }
 
+// What the listener asks before it pins a peer: true exactly when enter_handshake() would
+// refuse the peer for its own share, and never for a peer holding nothing.
+TEST(Admission, HoldsAllItsHandshakesMatchesThePerPeerRefusal) {
+    Admission a(small_limits());
+    EXPECT_FALSE(a.holds_all_its_handshakes(100));
+    ASSERT_EQ(a.enter_handshake(100), Admission::Handshake::Admitted);
+    EXPECT_FALSE(a.holds_all_its_handshakes(100));
+    ASSERT_EQ(a.enter_handshake(100), Admission::Handshake::Admitted);
+    EXPECT_TRUE(a.holds_all_its_handshakes(100));
+    EXPECT_EQ(a.enter_handshake(100), Admission::Handshake::Refused);
+    EXPECT_FALSE(a.holds_all_its_handshakes(200));
+    a.leave_handshake(100);
+    EXPECT_FALSE(a.holds_all_its_handshakes(100));
+}
+
 TEST(Admission, NewcomerEvictsTheBusiestPeerWhenFull) {
     Admission a(small_limits());
     ASSERT_EQ(a.enter_handshake(1), Admission::Handshake::Admitted);

@@ -28,7 +28,8 @@ struct BlockingWorker::Shared {
     std::mutex mutex;
     std::condition_variable wake;
     std::condition_variable left;  // a thread has left run_thread()
-    std::deque<Job> queue;
+    std::deque<Job> queue;           // the Request lane's jobs first, then the Cleanup lane's
+    std::size_t requests_queued = 0;  // how many jobs at the front of `queue` are requests
     std::vector<std::weak_ptr<Completion>> finished;  // completions for the loop
     std::size_t threads = 0, idle = 0, unfinished = 0;
     bool stopping = false;
@@ -76,6 +77,7 @@ void run_thread(const std::shared_ptr<BlockingWorker::Shared>& s, bool& has_left
         if (s->queue.empty()) break;  // stopping, and nothing is left to close
         auto job = std::move(s->queue.front());
         s->queue.pop_front();
+        if (s->requests_queued > 0) --s->requests_queued;
         lock.unlock();
         job.work();
         job.work = nullptr;  // what the job owned is destroyed here, on this thread
@@ -128,7 +130,7 @@ BlockingWorker::~BlockingWorker() {
     }
 }
 
-void BlockingWorker::submit(std::function<void()> work, std::weak_ptr<Completion> done) {
+void BlockingWorker::submit(std::function<void()> work, std::weak_ptr<Completion> done, Lane lane) {
     std::lock_guard lock(shared_->mutex);
     // Join the threads that have left (only after a failure to take the identity), so
     // that they do not pile up unjoined.
@@ -137,7 +139,13 @@ void BlockingWorker::submit(std::function<void()> work, std::weak_ptr<Completion
         entry.first.join();
         return true;
     });
-    shared_->queue.push_back({std::move(work), std::move(done)});
+    if (lane == Lane::Request) {
+        const auto behind_requests = shared_->queue.begin() + static_cast<std::ptrdiff_t>(shared_->requests_queued);
+        shared_->queue.insert(behind_requests, {std::move(work), std::move(done)});
+        ++shared_->requests_queued;
+    } else {
+        shared_->queue.push_back({std::move(work), std::move(done)});
+    }
     ++shared_->unfinished;
     // A thread per queued job, up to the cap: a job never waits behind one that blocks
     // while a thread could still be had. (An idle thread already woken for an earlier job

@@ -53,9 +53,15 @@ public:
     // succeeded, jobs run but no completion does.
     int init();
 
+    // Which jobs go first. A client waits for a Request (the checks of its START); nobody
+    // waits for Cleanup (closing what clients handed over or left behind), and a connection
+    // flood queues it by the thousand. Requests run before any queued cleanup, in the order
+    // they came; cleanup in the order it came.
+    enum class Lane { Cleanup, Request };
+
     // Runs `work` on a worker thread, then `*done` on the loop unless its owner has let it go.
     // `work` must not throw and must touch nothing the loop uses.
-    void submit(std::function<void()> work, std::weak_ptr<Completion> done = {});
+    void submit(std::function<void()> work, std::weak_ptr<Completion> done = {}, Lane lane = Lane::Cleanup);
 
     // Closes descriptors on a worker thread; then `*done` on the loop, as for submit().
     void dispose(std::vector<UniqueFd> fds, std::weak_ptr<Completion> done = {});

@@ -11,6 +11,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace ptyvisor::server {
 namespace {
@@ -57,6 +61,50 @@ TEST_F(BlockingWorkerTest, AJobThatBlocksDelaysNoOther) {
     ASSERT_EQ(::write(gate_write.get(), "x", 1), 1);
     EXPECT_TRUE(run_until([&] { return first_done.load(); }));
     EXPECT_EQ(worker.backlog(), 0u);
+}
+
+// Under a connection flood the queue fills with closes; a START's check, which a client
+// waits for, must not wait behind them.
+TEST_F(BlockingWorkerTest, RequestsRunBeforeQueuedCleanupInTheOrderTheyCame) {
+    BlockingWorker worker(event_, {::getuid(), ::getgid(), {}});
+    ASSERT_EQ(worker.init(), 0);
+    int gate[2];
+    ASSERT_EQ(::pipe2(gate, O_CLOEXEC), 0);
+    UniqueFd gate_read(gate[0]), gate_write(gate[1]);
+    // Every thread busy, each in a job that waits for one byte of the gate.
+    std::atomic<std::size_t> blocked{0};
+    for (std::size_t i = 0; i < BlockingWorker::kMaxThreads; ++i)
+        worker.submit([&blocked, fd = gate_read.get()] {
+            ++blocked;
+            char c;
+            [[maybe_unused]] const auto n = ::read(fd, &c, 1);
+        });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (blocked < BlockingWorker::kMaxThreads && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+    ASSERT_EQ(blocked, BlockingWorker::kMaxThreads);
+
+    std::mutex mutex;
+    std::vector<std::string> order;
+    auto record = [&](std::string name) {
+        return [&, name] {
+            std::lock_guard lock(mutex);
+            order.push_back(name);
+        };
+    };
+    bool all_done = false;
+    auto last = std::make_shared<Completion>([&] { all_done = true; });
+    worker.submit(record("cleanup 1"));
+    worker.submit(record("cleanup 2"));
+    worker.submit(record("request 1"), {}, BlockingWorker::Lane::Request);
+    worker.submit(record("cleanup 3"), last);
+    worker.submit(record("request 2"), {}, BlockingWorker::Lane::Request);
+    // One thread free: it takes the queue in its order, one job after another.
+    ASSERT_EQ(::write(gate_write.get(), "x", 1), 1);
+    ASSERT_TRUE(run_until([&] { return all_done; }));
+    EXPECT_EQ(order, (std::vector<std::string>{"request 1", "request 2", "cleanup 1", "cleanup 2", "cleanup 3"}));
+    const std::string rest(BlockingWorker::kMaxThreads - 1, 'x');
+    ASSERT_EQ(::write(gate_write.get(), rest.data(), rest.size()), static_cast<ssize_t>(rest.size()));
 }
 
 TEST_F(BlockingWorkerTest, DisposedDescriptorsAreClosedBeforeTheCompletion) {

@@ -252,7 +252,9 @@ void Connection::handle_start(const protocol::Frame& frame) {
     check->resolver = server_.backend().resolver();
     start_check_ = check;
     start_checked_ = std::make_shared<BlockingWorker::Completion>(guarded("start check", [this] { on_start_checked(); }));
-    server_.worker().submit([check] { check->run(); }, start_checked_);
+    // Ahead of every queued close: under a connection flood the refused sockets' closes
+    // queue by the thousand, and this client is waiting.
+    server_.worker().submit([check] { check->run(); }, start_checked_, BlockingWorker::Lane::Request);
     update_socket_events();
 }
 

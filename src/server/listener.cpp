@@ -201,6 +201,12 @@ bool bind_own_socket(const std::string& path, gid_t group, UniqueFd& out, std::s
         why = errno_text("bind " + path);
         return false;
     }
+    // SOMAXCONN, on purpose. A short queue (64 was tried, aeb0f30) does not let the agent
+    // in sooner: flooders that find it full retry at once and refill it as accept() empties
+    // it, and the agent's connect, woken in the kernel, must win that race; with 64 flooding
+    // processes under allow_units it lost it for seconds (docs/admission.md, "The listen
+    // queue"). The agent's wait behind a long queue is kept short by making each refusal
+    // cheap instead (Server::accept_one).
     if (::listen(fd.get(), SOMAXCONN) < 0) {
         why = errno_text("listen");
         return false;

@@ -14,8 +14,14 @@ int read_peer_cred(int socket, PeerIdentity& out) {
 
 }  // namespace
 
+int read_peer_credentials(int socket, PeerIdentity& out) { return read_peer_cred(socket, out); }
+
 int read_peer(int socket, PeerIdentity& out) {
     if (const int r = read_peer_cred(socket, out); r < 0) return r;
+    return read_peer_pidfd(socket, out);
+}
+
+int read_peer_pidfd(int socket, PeerIdentity& out) {
     int pidfd = -1;
     socklen_t len = sizeof pidfd;
     if (::getsockopt(socket, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 && pidfd >= 0) {

@@ -19,6 +19,14 @@ struct PeerIdentity {
     }
 };
 
+// SO_PEERCRED alone: enough to refuse a peer whose process holds all its handshakes
+// (Admission::holds_all_its_handshakes) without pinning it. Returns 0 or a negative errno.
+int read_peer_credentials(int socket, PeerIdentity& out);
+
+// The pidfd of a peer whose credentials read_peer_credentials() has read: SO_PEERPIDFD,
+// else read_peer_by_pid(). Returns 0 or a negative errno.
+int read_peer_pidfd(int socket, PeerIdentity& out);
+
 // Reads SO_PEERCRED and SO_PEERPIDFD. On kernels without SO_PEERPIDFD (before 6.5) falls
 // back to read_peer_by_pid(). Returns 0 or a negative errno.
 int read_peer(int socket, PeerIdentity& out);

@@ -186,7 +186,7 @@ void Server::on_accept() {
         UniqueFd socket(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (!socket) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause_accepting(errno);
-            return;
+            break;
         }
         try {
             accept_one(std::move(socket));
@@ -196,6 +196,13 @@ void Server::on_accept() {
             log_error("cannot accept a connection", {{"ERROR", e.what()}});
         }
     }
+    dispose_refused();
+}
+
+void Server::dispose_refused() {
+    if (refused_.empty()) return;
+    worker_.dispose(std::move(refused_));
+    refused_.clear();
 }
 
 // Out of descriptors or memory: stop accepting until a connection closes, instead of
@@ -218,14 +225,23 @@ void Server::reject(UniqueFd socket, ErrorCode code, const std::string& message)
                                               protocol::encode(protocol::ErrorReply{code, message}));
     // A fresh socket's send buffer is empty, so this small frame fits; never wait for it.
     [[maybe_unused]] const auto n = ::send(socket.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    // Closed on a worker: its queue may already hold descriptors the client sent.
-    worker_.dispose(std::move(socket));
+    // Closed on a worker, with the rest of this accept batch's refusals (dispose_refused):
+    // its queue may already hold descriptors the client sent.
+    refused_.push_back(std::move(socket));
 }
 
 void Server::accept_one(UniqueFd socket) {
     if (shutting_down_) return reject(std::move(socket), ErrorCode::ShuttingDown, "the daemon is stopping");
     PeerIdentity peer;
-    if (const int r = read_peer(socket.get(), peer); r < 0)
+    if (const int r = read_peer_credentials(socket.get(), peer); r < 0)
+        return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(-r));
+    // A process holding all its handshakes is refused below whatever else is true of it:
+    // refuse it now, before a pidfd and a read of its cgroup. Under a flood from a few
+    // processes this is most connections, and every one of them delays the agent, whose
+    // connection waits behind them in the listen queue (listener.h).
+    if (admission_.holds_all_its_handshakes(peer.cred.pid))
+        return reject(std::move(socket), ErrorCode::Overloaded, "too many connections are waiting for START");
+    if (const int r = read_peer_pidfd(socket.get(), peer); r < 0)
         return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(-r));
     // Sort peers by what the kernel already told us, before they hold anything.
     if (peer.cred.uid != 0 && (peer.cred.uid != account_.uid || peer.cred.gid != account_.gid)) {

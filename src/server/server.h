@@ -97,6 +97,7 @@ private:
     void on_accept();
     void accept_one(UniqueFd socket);
     void reject(UniqueFd socket, protocol::ErrorCode code, const std::string& message);
+    void dispose_refused();
     void evict_for_fairness(pid_t victim);
     void pause_accepting(int error);
     void resume_accepting();
@@ -115,6 +116,9 @@ private:
     // Declared before the connections: they hand it what they close, to their last one.
     BlockingWorker worker_;
     UniqueFd listener_;
+    // The sockets refused during one accept batch, closed on the worker together when the
+    // batch ends: one job (and one wake-up of a worker thread) per batch, not per refusal.
+    std::vector<UniqueFd> refused_;
     EventSource accept_source_, sigterm_source_, sigint_source_, sighup_source_, reap_source_, watchdog_source_;
     // Outlives the sessions, whose recorders tell it when they close.
     Recordings recordings_;
