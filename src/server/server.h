@@ -136,6 +136,7 @@ private:
     std::string reexec_binary_;
     std::vector<std::string> reexec_argv_;
     bool reexec_pending_ = false;
+    int reexec_worker_waits_ = 0;  // retries while the blocking worker has jobs
     bool fd_store_ = false;
     void exit_keeping_sessions();
     EventSource reexec_timer_;

@@ -17,6 +17,8 @@ namespace {
 // While a session is starting or ending the re-exec waits, checking this often; both are
 // bounded (the start by the backend, the end by timeouts.drain + timeouts.cleanup).
 constexpr std::uint64_t kReexecRetryUsec = 20'000;
+// How long the re-exec waits for the blocking worker to finish its jobs (see try_reexec).
+constexpr int kReexecWorkerRetries = 250;  // 5 s
 
 // The parts of one handed-over session, checked; false with `why`.
 bool check_parts(const std::string& id, HandedOverSession& parts, const std::string& unit_prefix,
@@ -117,6 +119,24 @@ void Server::try_reexec() {
             return;
         }
     }
+    // The blocking worker closes descriptors by number, and below the passed descriptors are
+    // placed at 3.. over whatever held those numbers: a close still to run on a worker thread
+    // would close one of them (a descriptor handed to the worker for closing may be one of
+    // those dup2 replaces), and the next run would take back a wrong file. So the re-exec
+    // waits until no job is left; only the loop submits jobs, and it is here until exec.
+    if (worker_.backlog() > 0) {
+        if (++reexec_worker_waits_ > kReexecWorkerRetries) {
+            log_error("re-exec cancelled: the blocking worker did not finish its jobs; serving on",
+                      {{"JOBS", std::to_string(worker_.backlog())}});
+            reexec_pending_ = false;
+            reexec_worker_waits_ = 0;
+            add_io(event_, accept_source_, listener_.get(), EPOLLIN, [this](std::uint32_t) { on_accept(); });
+            return;
+        }
+        add_timer(event_, reexec_timer_, kReexecRetryUsec, [this] { try_reexec(); });
+        return;
+    }
+    reexec_worker_waits_ = 0;
     std::vector<UniqueFd> metadata;
     std::vector<std::pair<std::string, int>> fds{{"listener", listener_.get()}};
     for (Session* s : sessions_.all_mutable()) {
