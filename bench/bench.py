@@ -249,6 +249,14 @@ class Suite:
         # its own.
         cgroup = self.private_cgroup(tag)
         procs = os.path.join(cgroup, "cgroup.procs") if cgroup else None
+        # The daemon as shipped keeps every session's screen in ptyvisor-screen, which it looks
+        # for beside itself; without it the daemon runs screenless and would look cheaper than
+        # it is. A baseline older than the screen has none, and says so in the log.
+        worker = os.path.join(os.path.dirname(binary or self.bin["ptyvisord"]), "ptyvisor-screen")
+        if not os.access(worker, os.X_OK):
+            if not tag:
+                raise Failure(f"{worker} is missing: the daemon would run without its screen worker")
+            log(f"ptyvisord{tag}: no ptyvisor-screen beside it; it runs without a screen worker")
 
         def enter_cgroup():
             if procs:

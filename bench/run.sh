@@ -49,7 +49,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
         -DPTYVISOR_TESTS=OFF -DPTYVISOR_BENCH=ON >"$BUILD.configure.log" 2>&1 ||
         { cat "$BUILD.configure.log" >&2; exit 2; }
 fi
-cmake --build "$BUILD" --target ptyvisord ptyvisor termbench sessionbench >"$BUILD.build.log" 2>&1 ||
+cmake --build "$BUILD" --target ptyvisord ptyvisor ptyvisor-screen termbench sessionbench >"$BUILD.build.log" 2>&1 ||
     { tail -40 "$BUILD.build.log" >&2; exit 2; }
 cmake --build "$BUILD" --target micro_protocol >>"$BUILD.build.log" 2>&1 ||
     echo "bench/run.sh: micro_protocol did not build (Google Benchmark missing?); it will be skipped" >&2

@@ -48,6 +48,7 @@ public:
           pid_(spawned.pid),
           pidfd_(std::move(spawned.pidfd)),
           exec_status_(std::move(spawned.exec_status)),
+          child_memory_(std::move(spawned.memory)),
           events_(std::move(events)),
           command_(std::move(command)) {}
 
@@ -101,6 +102,8 @@ private:
         unsigned char buf[64];
         const ssize_t n = ::read(exec_status_.get(), buf, sizeof buf);
         if (n < 0 && errno == EAGAIN) return;
+        // EOF: exec closed the pipe after the child left our address space (spawn.h).
+        if (n == 0) child_memory_.child_done();
         exec_source_.reset();
         exec_status_.reset();
         exec_done_ = true;
@@ -123,6 +126,7 @@ private:
                      WEXITED | WNOHANG) < 0 || info.si_pid == 0)
             return;
         reaped_ = true;
+        child_memory_.child_done();
         exit_source_.reset();
         status_ = exit_status_from(ChildCode{info.si_code, info.si_status});
         exit_pending_ = true;
@@ -165,6 +169,7 @@ private:
     pid_t pid_;
     UniqueFd pidfd_;
     UniqueFd exec_status_;
+    direct::ChildMemory child_memory_;  // until exec or reaping; leaked if destroyed before
     SessionEvents events_;
     std::string command_;
     EventSource exec_source_, exit_source_, cgroup_watch_, stop_timer_, stop_check_;
@@ -338,6 +343,7 @@ void DirectSession::discard() {
     if (!reaped_ &&
         ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED) == 0)
         reaped_ = true;
+    if (reaped_) child_memory_.child_done();
     // Without a cgroup the leader was the whole record; with one, the record stays until the
     // directory is gone, so that a process still dying in it is cleaned up by the next run.
     if (cgroup_.empty() || direct::remove_cgroup(cgroup_) == 0) backend_.ended(this);

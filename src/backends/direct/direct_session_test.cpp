@@ -17,6 +17,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -246,6 +247,41 @@ TEST_F(DirectSessions, TheMainProcessExitIsReported) {
         EXPECT_EQ(o.exited->reason, protocol::ExitReason::Exited);
         ASSERT_TRUE(stop(*session));
     }
+}
+
+
+std::size_t mapping_count() {
+    std::ifstream maps("/proc/self/maps");
+    std::size_t n = 0;
+    for (std::string line; std::getline(maps, line);) ++n;
+    return n;
+}
+
+// spawn.h: the child runs on memory of its own (it may share our address space) until it
+// has exec'd or been reaped. Each start's memory is unmapped by then, whether the exec
+// succeeded or failed, and a failed exec still reports the step and error.
+TEST_F(DirectSessions, TheChildsMemoryIsReleasedOnceItHasExecdOrExited) {
+    auto backend = make();
+    ASSERT_TRUE(backend);
+    const std::size_t before = mapping_count();
+    for (int i = 0; i < 20; ++i) {
+        Observed ok;
+        auto session = start(*backend, {"true"}, ok);
+        ASSERT_TRUE(session);
+        ASSERT_TRUE(run_until([&] { return ok.exited.has_value(); }));
+        ASSERT_TRUE(stop(*session));
+
+        Observed missing;
+        std::string why;
+        auto failed = backend->start(spec({"ptyvisor-no-such-command"}), observe(missing), why);
+        ASSERT_TRUE(failed) << why;
+        ASSERT_TRUE(run_until([&] { return !missing.start_error.empty(); }));
+        EXPECT_EQ(missing.start_error, "command not found: ptyvisor-no-such-command");
+        EXPECT_FALSE(missing.started);
+        ASSERT_TRUE(stop(*failed));
+    }
+    // A few mappings may come and go with the allocator; 20 starts' worth may not.
+    EXPECT_LT(mapping_count(), before + 10) << "child memory left mapped";
 }
 
 

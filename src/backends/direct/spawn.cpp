@@ -4,6 +4,8 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -13,6 +15,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+#include <algorithm>
 #include <vector>
 
 #include "common/linux.h"
@@ -20,6 +24,15 @@
 
 namespace ptyvisor::backends::direct {
 namespace {
+
+// Whether the child may share the daemon's address space (spawn.h). Sanitizers keep their
+// own per-thread state and shadow memory, which a second process on our memory would
+// corrupt; and the trampoline below exists for x86-64 only.
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define PTYVISOR_SHARED_SPAWN 1
+#endif
+
+constexpr std::size_t kChildStackBytes = 64 * 1024;
 
 // What the child tells the parent when it fails: the step and errno.
 enum class Step : int {
@@ -31,11 +44,133 @@ struct Failure {
     int error;
 };
 
-[[noreturn]] void child_fail(int status_fd, Step step) {
-    const Failure f{static_cast<int>(step), errno};
-    [[maybe_unused]] const auto n = ::write(status_fd, &f, sizeof f);
-    ::_exit(127);
+// Everything the child reads, in its ChildMemory.
+struct Plan {
+    int status_fd;
+    int tty;
+    int cwd;
+    int cgroup_dir;  // for fork_into only
+    int nice;
+    uid_t uid;
+    gid_t gid;
+    std::size_t group_count;
+    const gid_t* groups;
+    char* const* candidates;  // files to try for argv[0], in execvp's order
+    char* const* argv;
+    char* const* envp;
+    struct rlimit nofile;
+};
+
+// A system call that returns -errno and never writes errno: a child that shares the
+// daemon's memory also shares the thread-local errno of the daemon's loop thread.
+#if defined(__x86_64__)
+long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
+    long ret;
+    register long r10 asm("r10") = d;
+    register long r8 asm("r8") = e;
+    register long r9 asm("r9") = f;
+    asm volatile("syscall"
+                 : "=a"(ret)
+                 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                 : "rcx", "r11", "memory");
+    return ret;
 }
+#else
+// Only forked children run here (no shared memory), so errno is the child's own.
+long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
+    const long r = ::syscall(n, a, b, c, d, e, f);
+    return r < 0 ? -errno : r;
+}
+#endif
+
+template <typename T>
+long arg(T* p) {
+    return static_cast<long>(reinterpret_cast<std::uintptr_t>(p));
+}
+
+[[noreturn]] void child_fail(const Plan& p, Step step, long result) {
+    const Failure f{static_cast<int>(step), static_cast<int>(-result)};
+    sys(SYS_write, p.status_fd, arg(&f), sizeof f);
+    sys(SYS_exit_group, 127);
+    __builtin_unreachable();
+}
+
+// Back to the default action for every signal; then nothing blocked. Dispositions first: a
+// child on the daemon's memory must never run one of the daemon's handlers.
+void reset_signals() {
+#if defined(__x86_64__)
+    struct {
+        unsigned long handler, flags, restorer, mask;
+    } const dfl{};  // SIG_DFL, the kernel's layout on x86-64
+    for (long sig = 1; sig <= 64; ++sig) sys(SYS_rt_sigaction, sig, arg(&dfl), 0, 8);
+#else
+    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+#endif
+    const std::uint64_t none = 0;
+    sys(SYS_rt_sigprocmask, SIG_SETMASK, arg(&none), 0, 8);
+}
+
+long dup_onto(int fd, int target) {
+#ifdef SYS_dup2
+    return sys(SYS_dup2, fd, target);
+#else
+    return fd == target ? 0 : sys(SYS_dup3, fd, target, 0);
+#endif
+}
+
+// Drops every capability from the bounding set. The kernel answers EINVAL past its last
+// capability, which ends the walk; the first capability must exist.
+void drop_bounding_set(const Plan& p) {
+    for (long cap = 0; cap < 64; ++cap) {
+        const long r = sys(SYS_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0);
+        if (r == 0) continue;
+        if (r == -EINVAL && cap > 0) return;
+        child_fail(p, Step::BoundingSet, r);
+    }
+}
+
+// Runs in the child: never returns. Raw system calls only (see sys()).
+[[noreturn]] void become_session(const Plan& p) {
+    // The daemon raised its own descriptor limit; the command gets the usual one back.
+    sys(SYS_prlimit64, 0, RLIMIT_NOFILE, arg(&p.nofile), 0);
+    // And its CPU priority: the session is the agent's, never above it (raise_relay_priority).
+    if (const long r = sys(SYS_setpriority, PRIO_PROCESS, 0, p.nice); r < 0) child_fail(p, Step::Nice, r);
+    // The daemon blocks signals for sd-event; the command must start with a clean slate.
+    reset_signals();
+
+    if (const long r = sys(SYS_setsid); r < 0) child_fail(p, Step::Setsid, r);
+    if (const long r = sys(SYS_ioctl, p.tty, TIOCSCTTY, 0); r < 0) child_fail(p, Step::ControllingTty, r);
+    for (int target = 0; target < 3; ++target)
+        if (const long r = dup_onto(p.tty, target); r < 0) child_fail(p, Step::Stdio, r);
+    // Nothing of the daemon's may leak into the session, whatever flags it was opened with.
+    sys(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+    // Never more powerful than the agent: empty the bounding set while we are still root
+    // (dropping needs CAP_SETPCAP), so that no file capability can grant anything after the
+    // switch below, and set no_new_privs, so that setuid/setgid bits and file capabilities
+    // are ignored by every execve of the session and its descendants (sudo, su, ping...).
+    drop_bounding_set(p);
+    // Raw system calls, not glibc's setgroups/setresgid/setresuid: glibc's wrappers would
+    // signal each of the daemon's threads to change its credentials too and wait, on a futex,
+    // for answers that never come (CrashSafety caught a child that hung there before exec,
+    // holding a copy of every descriptor of the daemon). This process has one thread, so the
+    // per-thread system call is the whole change. The switch also makes this process's
+    // memory not dumpable, so the account cannot ptrace it (or, sharing it, the daemon).
+    if (const long r = sys(SYS_setgroups, static_cast<long>(p.group_count), arg(p.groups)); r < 0)
+        child_fail(p, Step::Groups, r);
+    if (const long r = sys(SYS_setresgid, p.gid, p.gid, p.gid); r < 0) child_fail(p, Step::Gid, r);
+    if (const long r = sys(SYS_setresuid, p.uid, p.uid, p.uid); r < 0) child_fail(p, Step::Uid, r);
+    if (const long r = sys(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); r < 0) child_fail(p, Step::NoNewPrivs, r);
+    if (const long r = sys(SYS_fchdir, p.cwd); r < 0) child_fail(p, Step::Chdir, r);
+    long first_error = -ENOENT;
+    for (char* const* file = p.candidates; *file; ++file) {
+        const long r = sys(SYS_execve, arg(*file), arg(p.argv), arg(p.envp));
+        // Like execvp: remember a more telling error than "not found" (EACCES) if one came.
+        if (r != -ENOENT && r != -ENOTDIR) first_error = r;
+    }
+    child_fail(p, Step::Exec, first_error);
+}
+
+[[maybe_unused]] int child_entry(void* plan) { become_session(*static_cast<const Plan*>(plan)); }
 
 std::string path_of(const std::vector<std::string>& env) {
     for (const auto& e : env)
@@ -62,104 +197,179 @@ std::vector<std::string> exec_candidates(const std::string& name, const std::vec
     return out;
 }
 
-std::vector<char*> c_array(const std::vector<std::string>& v) {
-    std::vector<char*> out;
-    out.reserve(v.size() + 1);
-    for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
-    out.push_back(nullptr);
-    return out;
-}
-
-// Drops every capability from the bounding set. The kernel answers EINVAL past its last
-// capability, which ends the walk; the first capability must exist.
-void drop_bounding_set(int status_fd) {
-    for (unsigned long cap = 0; cap < 64; ++cap) {
-        if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
-        if (errno == EINVAL && cap > 0) return;
-        child_fail(status_fd, Step::BoundingSet);
+// Lays out a ChildMemory: [guard page][stack][Plan, arrays, strings].
+class PlanWriter {
+public:
+    static std::size_t strings_bytes(const std::vector<std::string>& v) {
+        std::size_t n = (v.size() + 1) * sizeof(char*) + alignof(char*);
+        for (const auto& s : v) n += s.size() + 1;
+        return n;
     }
-}
 
-// Runs in the child: never returns.
-[[noreturn]] void become_session(const SessionSpec& spec, int status_fd,
-                                 const std::vector<std::string>& candidates, char* const* argv,
-                                 char* const* envp, const rlimit& nofile, int nice) {
-    // The daemon raised its own descriptor limit; the command gets the usual one back.
-    ::setrlimit(RLIMIT_NOFILE, &nofile);
-    // And its CPU priority: the session is the agent's, never above it (raise_relay_priority).
-    if (::setpriority(PRIO_PROCESS, 0, nice) < 0) child_fail(status_fd, Step::Nice);
-    // The daemon blocks signals for sd-event; the command must start with a clean slate.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+    explicit PlanWriter(char* data) : at_(data) {}
 
-    if (::setsid() < 0) child_fail(status_fd, Step::Setsid);
-    const int tty = spec.tty.get();
-    if (::ioctl(tty, TIOCSCTTY, 0) < 0) child_fail(status_fd, Step::ControllingTty);
-    for (int target = 0; target < 3; ++target)
-        if (::dup2(tty, target) < 0) child_fail(status_fd, Step::Stdio);
-    // Nothing of the daemon's may leak into the session, whatever flags it was opened with.
-    ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
-    // Never more powerful than the agent: empty the bounding set while we are still root
-    // (dropping needs CAP_SETPCAP), so that no file capability can grant anything after the
-    // switch below, and set no_new_privs, so that setuid/setgid bits and file capabilities
-    // are ignored by every execve of the session and its descendants (sudo, su, ping...).
-    drop_bounding_set(status_fd);
-    // Raw system calls, not glibc's setgroups/setresgid/setresuid: this child comes from a
-    // raw clone3, so glibc still believes it has the daemon's threads, and its wrappers would
-    // signal each of them to change its credentials too and wait, on a futex, for answers
-    // that never come while a worker thread exists. The child then hangs before exec,
-    // holding a copy of every descriptor of the daemon (CrashSafety caught a client whose
-    // connection outlived its SIGKILLed daemon that way). This process has one thread, so
-    // the per-thread system call is the whole change.
-    const auto& a = spec.account;
-    if (::syscall(SYS_setgroups, a.groups.size(), a.groups.data()) < 0) child_fail(status_fd, Step::Groups);
-    if (::syscall(SYS_setresgid, a.gid, a.gid, a.gid) < 0) child_fail(status_fd, Step::Gid);
-    if (::syscall(SYS_setresuid, a.uid, a.uid, a.uid) < 0) child_fail(status_fd, Step::Uid);
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) child_fail(status_fd, Step::NoNewPrivs);
-    if (::fchdir(spec.cwd) < 0) child_fail(status_fd, Step::Chdir);
-    int first_error = ENOENT;
-    for (const auto& file : candidates) {
-        ::execve(file.c_str(), argv, envp);
-        // Like execvp: remember a more telling error than "not found" (EACCES) if one came.
-        if (errno != ENOENT && errno != ENOTDIR) first_error = errno;
+    template <typename T>
+    T* take(std::size_t count) {
+        const auto a = reinterpret_cast<std::uintptr_t>(at_);
+        at_ = reinterpret_cast<char*>((a + alignof(T) - 1) & ~(alignof(T) - 1));
+        T* p = reinterpret_cast<T*>(at_);
+        at_ += count * sizeof(T);
+        return p;
     }
-    errno = first_error;
-    child_fail(status_fd, Step::Exec);
+
+    char* const* strings(const std::vector<std::string>& v) {
+        char** array = take<char*>(v.size() + 1);
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            char* s = take<char>(v[i].size() + 1);
+            std::memcpy(s, v[i].c_str(), v[i].size() + 1);
+            array[i] = s;
+        }
+        array[v.size()] = nullptr;
+        return array;
+    }
+
+private:
+    char* at_;
+};
+
+// Maps the child's memory and writes its Plan there; nullptr with errno on failure.
+Plan* write_plan(const SessionSpec& spec, int status_fd, int cgroup_dir, ChildMemory& memory) {
+    const auto candidates = exec_candidates(spec.argv.front(), spec.env);
+    const auto& groups = spec.account.groups;
+    const std::size_t data = sizeof(Plan) + alignof(Plan) + (groups.size() + 1) * sizeof(gid_t) +
+                             PlanWriter::strings_bytes(candidates) + PlanWriter::strings_bytes(spec.argv) +
+                             PlanWriter::strings_bytes(spec.env);
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t size = page + kChildStackBytes + (data + page - 1) / page * page;
+    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return nullptr;
+    memory = ChildMemory(base, size, false);
+    // The bottom page stays inaccessible: a stack overflow faults instead of writing below.
+    if (::mprotect(base, page, PROT_NONE) < 0) return nullptr;
+
+    PlanWriter w(static_cast<char*>(base) + page + kChildStackBytes);
+    Plan* plan = w.take<Plan>(1);
+    *plan = Plan{};
+    plan->status_fd = status_fd;
+    plan->tty = spec.tty.get();
+    plan->cwd = spec.cwd;
+    plan->cgroup_dir = cgroup_dir;
+    plan->nice = original_nice();
+    plan->uid = spec.account.uid;
+    plan->gid = spec.account.gid;
+    plan->group_count = groups.size();
+    gid_t* g = w.take<gid_t>(groups.size() + 1);
+    std::copy(groups.begin(), groups.end(), g);
+    plan->groups = g;
+    plan->candidates = w.strings(candidates);
+    plan->argv = w.strings(spec.argv);
+    plan->envp = w.strings(spec.env);
+    plan->nofile = original_nofile_limit();
+    return plan;
 }
+
+#ifdef PTYVISOR_SHARED_SPAWN
+// clone3 onto a new stack: returns the child's PID (or -errno) in the parent; the child runs
+// fn(arg) on the stack clone3 gave it and exits with its result. In assembly because the
+// child must not return through a C++ frame of the parent's stack.
+extern "C" long ptyvisor_clone3_on_stack(clone_args* args, std::size_t size, int (*fn)(void*), void* arg);
+asm(R"(
+    .text
+    .globl ptyvisor_clone3_on_stack
+    .hidden ptyvisor_clone3_on_stack
+    .type ptyvisor_clone3_on_stack, @function
+ptyvisor_clone3_on_stack:
+    .cfi_startproc
+    mov %rdx, %r8
+    mov %rcx, %r9
+    mov $435, %eax
+    syscall
+    test %rax, %rax
+    jz 1f
+    ret
+1:
+    .cfi_undefined rip
+    xor %ebp, %ebp
+    mov %r9, %rdi
+    call *%r8
+    mov %eax, %edi
+    mov $231, %eax
+    syscall
+    hlt
+    .cfi_endproc
+    .size ptyvisor_clone3_on_stack, .-ptyvisor_clone3_on_stack
+)");
+static_assert(SYS_clone3 == 435 && SYS_exit_group == 231, "x86-64 system call numbers");
+
+// The child runs on `memory`, sharing our address space, born inside `cgroup_dir` when that
+// is a cgroup directory fd, with a pidfd. Returns the PID or -errno.
+long clone_sharing_memory(ChildMemory& memory, Plan* plan, int cgroup_dir, int& pidfd) {
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    clone_args args{};
+    args.flags = CLONE_VM | CLONE_PIDFD | (cgroup_dir >= 0 ? CLONE_INTO_CGROUP : 0);
+    args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+    args.exit_signal = SIGCHLD;
+    args.stack = reinterpret_cast<std::uint64_t>(static_cast<char*>(memory.base()) + page);
+    args.stack_size = kChildStackBytes;
+    args.cgroup = cgroup_dir >= 0 ? static_cast<std::uint64_t>(cgroup_dir) : 0;
+    return ptyvisor_clone3_on_stack(&args, sizeof args, child_entry, plan);
+}
+#endif
 
 // fork(), but born inside `cgroup_dir` when that is a cgroup directory fd, with a pidfd.
 // Being born there (CLONE_INTO_CGROUP) avoids migrating a live process, which costs
 // milliseconds of RCU synchronisation per session, and no instant exists at which the
-// session's first process is outside its cgroup.
-pid_t clone_into(int cgroup_dir, int& pidfd) {
+// session's first process is outside its cgroup. Returns the PID, 0 in the child, or -errno.
+[[maybe_unused]] long clone_into(int cgroup_dir, int& pidfd) {
     clone_args args{};
     args.flags = CLONE_PIDFD | (cgroup_dir >= 0 ? CLONE_INTO_CGROUP : 0);
     args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
     args.exit_signal = SIGCHLD;
     args.cgroup = cgroup_dir >= 0 ? static_cast<std::uint64_t>(cgroup_dir) : 0;
-    return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+    return sys(SYS_clone3, arg(&args), sizeof args);
 }
 
 // Where clone3 is filtered (seccomp returns ENOSYS, as systemd's @system-service does):
 // fork, and the child joins its cgroup itself before anything else, so that no process of
-// the session ever runs outside it.
-pid_t fork_into(int cgroup_dir, int status_fd, int& pidfd) {
+// the session ever runs outside it. Returns the PID, 0 in the child, or -errno.
+long fork_into(const Plan& plan, int& pidfd) {
     const pid_t pid = ::fork();
     if (pid == 0) {
-        if (cgroup_dir >= 0) {
-            const int procs = ::openat(cgroup_dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-            if (procs < 0 || ::write(procs, "0", 1) != 1) child_fail(status_fd, Step::Cgroup);
-            ::close(procs);
+        if (plan.cgroup_dir >= 0) {
+            const long procs = sys(SYS_openat, plan.cgroup_dir, arg("cgroup.procs"), O_WRONLY | O_CLOEXEC);
+            if (procs < 0) child_fail(plan, Step::Cgroup, procs);
+            if (const long r = sys(SYS_write, procs, arg("0"), 1); r != 1) child_fail(plan, Step::Cgroup, r < 0 ? r : -EIO);
+            sys(SYS_close, procs);
         }
         return 0;
     }
-    if (pid > 0) pidfd = pidfd_open(pid);  // unreaped, so the PID is still this child's
+    if (pid < 0) return -errno;
+    pidfd = pidfd_open(pid);  // unreaped, so the PID is still this child's
     return pid;
 }
 
 }  // namespace
+
+ChildMemory& ChildMemory::operator=(ChildMemory&& o) noexcept {
+    if (this != &o) {
+        this->~ChildMemory();
+        base_ = std::exchange(o.base_, nullptr);
+        size_ = std::exchange(o.size_, 0);
+        shared_ = std::exchange(o.shared_, false);
+    }
+    return *this;
+}
+
+ChildMemory::~ChildMemory() {
+    // A child that may still run on this memory keeps it: unmapping it under a process
+    // that shares our address space would have it run on whatever is mapped there next.
+    if (base_ && !shared_) ::munmap(base_, size_);
+}
+
+void ChildMemory::child_done() {
+    if (base_) ::munmap(base_, size_);
+    base_ = nullptr;
+}
 
 Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why) {
     Spawned out;
@@ -172,29 +382,38 @@ Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why)
     // The child writes a few bytes at most: a blocking write end is fine and simpler.
     ::fcntl(status_write.get(), F_SETFL, 0);
 
-    const auto candidates = exec_candidates(spec.argv.front(), spec.env);
-    const auto argv = c_array(spec.argv);
-    const auto envp = c_array(spec.env);
-    const rlimit nofile = original_nofile_limit();
-    const int nice = original_nice();
-
-    int pidfd = -1;
-    pid_t pid = clone_into(cgroup_dir, pidfd);
-    if (pid < 0 && (errno == ENOSYS || errno == EPERM)) pid = fork_into(cgroup_dir, status_write.get(), pidfd);
-    if (pid < 0) {
-        why = std::string("clone3: ") + std::strerror(errno);
+    ChildMemory memory;
+    Plan* plan = write_plan(spec, status_write.get(), cgroup_dir, memory);
+    if (!plan) {
+        why = std::string("cannot map the child's memory: ") + std::strerror(errno);
         return out;
     }
-    if (pid == 0)
-        become_session(spec, status_write.get(), candidates, argv.data(), envp.data(), nofile, nice);
+
+    int pidfd = -1;
+    long pid = -ENOSYS;
+#ifdef PTYVISOR_SHARED_SPAWN
+    pid = clone_sharing_memory(memory, plan, cgroup_dir, pidfd);
+    if (pid > 0) memory.mark_shared();
+#else
+    pid = clone_into(cgroup_dir, pidfd);
+    if (pid == 0) become_session(*plan);
+#endif
+    if (pid == -ENOSYS || pid == -EPERM) pid = fork_into(*plan, pidfd);
+    if (pid == 0) become_session(*plan);
+    if (pid < 0) {
+        why = std::string("clone3: ") + std::strerror(static_cast<int>(-pid));
+        return out;
+    }
+    out.memory = std::move(memory);
     out.pidfd.reset(pidfd);
     if (!out.pidfd) {
         why = std::string("pidfd_open: ") + std::strerror(errno);
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+        ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
+        out.memory.child_done();
         return out;
     }
-    out.pid = pid;
+    out.pid = static_cast<pid_t>(pid);
     out.exec_status = std::move(status_read);
     return out;
 }
