@@ -1,5 +1,6 @@
 // ptyvisord: the root daemon. Parses flags over the configuration file, cleans up what an
 // earlier run left, listens, and serves until SIGTERM.
+#include <sys/prctl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -155,6 +156,11 @@ int run(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Not dumpable, as sshd is: no core file or same-uid tracer ever sees what the daemon
+    // relays. The direct backend's children make it so anyway at their first session: they
+    // share this memory until exec, and their switch to the account clears the flag of that
+    // memory (docs/security.md); this makes it so from the start, not from the first session.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     CLI::App app{"ptyvisord: supervises the PTY sessions of an AI agent's account"};
     app.set_version_flag("--version", PTYVISOR_VERSION);
     Flags flags;
