@@ -171,6 +171,17 @@ public:
     // Called at accept time and again right before start; cheap (never a bus round trip).
     virtual PeerVerdict check_peer(const Peer& peer, std::string& why) = 0;
 
+    // Whether check_peer() would certainly refuse a peer of the agent's account whose
+    // SO_PEERCRED PID is `pid`, known without pinning it or reading its cgroup: under a
+    // connection flood the refusals are what the agent's connection waits behind in the
+    // listen queue. False means "ask check_peer()". With allowed units, a backend that
+    // caches each unit's live MainPID can answer from the PID alone.
+    virtual bool refuses_pid(pid_t pid, std::string& why) const {
+        (void)pid;
+        (void)why;
+        return false;
+    }
+
     // Refreshes what check_peer() relies on, without blocking, and calls `done` from the
     // event loop once every answer it asked for is in (or could not be had). Requests that
     // arrive while one refresh is in flight share the next one, so a flood of doubtful

@@ -201,8 +201,20 @@ void Server::on_accept() {
 
 void Server::dispose_refused() {
     if (refused_.empty()) return;
-    worker_.dispose(std::move(refused_));
+    // Each refused peer gets its ERROR frame and its close on a worker: the loop only
+    // accepts and judges, which is what the agent's connection waits for in the listen queue.
+    auto batch = std::make_shared<std::vector<Refusal>>(std::move(refused_));
     refused_.clear();
+    worker_.submit([batch] {
+        for (Refusal& r : *batch) {
+            const auto frame = protocol::encode_frame(protocol::FrameType::Error,
+                                                      protocol::encode(protocol::ErrorReply{r.code, r.message}));
+            // A fresh socket's send buffer is empty, so this small frame fits; never wait for it.
+            [[maybe_unused]] const auto n =
+                ::send(r.socket.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+            r.socket.reset();
+        }
+    });
 }
 
 // Out of descriptors or memory: stop accepting until a connection closes, instead of
@@ -219,15 +231,11 @@ void Server::resume_accepting() {
         log_error_errno(r, "cannot resume accepting; trying again when the next connection closes");
 }
 
-void Server::reject(UniqueFd socket, ErrorCode code, const std::string& message) {
+void Server::reject(UniqueFd socket, ErrorCode code, std::string message) {
     admission_.count_rejected(code);
-    const auto frame = protocol::encode_frame(protocol::FrameType::Error,
-                                              protocol::encode(protocol::ErrorReply{code, message}));
-    // A fresh socket's send buffer is empty, so this small frame fits; never wait for it.
-    [[maybe_unused]] const auto n = ::send(socket.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    // Closed on a worker, with the rest of this accept batch's refusals (dispose_refused):
-    // its queue may already hold descriptors the client sent.
-    refused_.push_back(std::move(socket));
+    // Answered and closed on a worker, with the rest of this accept batch's refusals
+    // (dispose_refused): its queue may already hold descriptors the client sent.
+    refused_.push_back(Refusal{std::move(socket), code, std::move(message)});
 }
 
 void Server::accept_one(UniqueFd socket) {
@@ -241,6 +249,12 @@ void Server::accept_one(UniqueFd socket) {
     // connection waits behind them in the listen queue (listener.h).
     if (admission_.holds_all_its_handshakes(peer.cred.pid))
         return reject(std::move(socket), ErrorCode::Overloaded, "too many connections are waiting for START");
+    // Likewise, under allow_units, a process of the account that is no allowed unit's live
+    // MainPID, when the backend can tell from the PID alone (Backend::refuses_pid).
+    if (peer.cred.uid != 0 && peer.cred.uid == account_.uid && peer.cred.gid == account_.gid) {
+        std::string why;
+        if (backend_->refuses_pid(peer.cred.pid, why)) return reject(std::move(socket), ErrorCode::NotAllowed, std::move(why));
+    }
     if (const int r = read_peer_pidfd(socket.get(), peer); r < 0)
         return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(-r));
     // Sort peers by what the kernel already told us, before they hold anything.

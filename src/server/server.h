@@ -96,7 +96,7 @@ private:
     int add_signal(EventSource& out, int signal, sd_event_signal_handler_t handler);
     void on_accept();
     void accept_one(UniqueFd socket);
-    void reject(UniqueFd socket, protocol::ErrorCode code, const std::string& message);
+    void reject(UniqueFd socket, protocol::ErrorCode code, std::string message);
     void dispose_refused();
     void evict_for_fairness(pid_t victim);
     void pause_accepting(int error);
@@ -118,7 +118,13 @@ private:
     UniqueFd listener_;
     // The sockets refused during one accept batch, closed on the worker together when the
     // batch ends: one job (and one wake-up of a worker thread) per batch, not per refusal.
-    std::vector<UniqueFd> refused_;
+    // A peer refused at accept, to be answered and closed on the worker (dispose_refused).
+    struct Refusal {
+        UniqueFd socket;
+        protocol::ErrorCode code;
+        std::string message;
+    };
+    std::vector<Refusal> refused_;
     EventSource accept_source_, sigterm_source_, sigint_source_, sighup_source_, reap_source_, watchdog_source_;
     // Outlives the sessions, whose recorders tell it when they close.
     Recordings recordings_;

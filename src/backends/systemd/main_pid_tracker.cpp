@@ -228,6 +228,14 @@ PeerVerdict MainPidTracker::check(pid_t pid, int peer_pidfd, const std::string& 
     return PeerVerdict::Refused;
 }
 
+bool MainPidTracker::refuses(pid_t pid, std::string& why) const {
+    if (entries_.empty()) return false;
+    for (const auto& e : entries_)
+        if (e->pid == pid || e->change_unread || !knows_live_main_pid(*e)) return false;
+    why = "peer is not the main process of an allowed unit";
+    return true;
+}
+
 pid_t MainPidTracker::main_pid(const std::string& unit) const {
     for (const auto& e : entries_)
         if (e->unit == unit) return e->pidfd && pidfd_alive(e->pidfd.get()) ? e->pid : 0;

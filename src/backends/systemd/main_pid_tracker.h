@@ -66,6 +66,12 @@ public:
     // The cached MainPID of `unit` (0 when none), for logs and tests.
     [[nodiscard]] pid_t main_pid(const std::string& unit) const;
 
+    // check() would refuse any process numbered `pid`, whatever its cgroup: every allowed
+    // unit's MainPID is known, current (no change unread) and alive, and none is `pid`.
+    // A live MainPID keeps its number, so no process with another number can be it; and no
+    // peer can be Unsure while every MainPID is current. One poll() per allowed unit.
+    [[nodiscard]] bool refuses(pid_t pid, std::string& why) const;
+
     // The unit's org.freedesktop.systemd1.Service properties (a GetAll reply, a{sv}), read at
     // load and again after each PropertiesChanged; nullptr when never read. Sessions copy the
     // agent's sandbox from it (unit_properties.h).

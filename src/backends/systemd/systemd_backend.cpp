@@ -304,12 +304,20 @@ PeerVerdict SystemdBackend::check_peer(const Peer& peer, std::string& why) {
     }
     if (options_.allowed_units.empty()) return PeerVerdict::Allowed;
     const auto verdict = tracker_->check(pid, peer.pidfd, *cgroup, why);
-    if (verdict == PeerVerdict::Refused) {
-        std::string list;
-        for (const auto& u : options_.allowed_units) list += (list.empty() ? "" : ", ") + u;
-        why += " (" + list + ")";
-    }
+    if (verdict == PeerVerdict::Refused) why += allowed_units_suffix();
     return verdict;
+}
+
+bool SystemdBackend::refuses_pid(pid_t pid, std::string& why) const {
+    if (options_.allowed_units.empty() || !tracker_->refuses(pid, why)) return false;
+    why += allowed_units_suffix();
+    return true;
+}
+
+std::string SystemdBackend::allowed_units_suffix() const {
+    std::string list;
+    for (const auto& u : options_.allowed_units) list += (list.empty() ? "" : ", ") + u;
+    return " (" + list + ")";
 }
 
 void SystemdBackend::recheck(RecheckCallback done) { tracker_->recheck(std::move(done)); }

@@ -38,12 +38,14 @@ public:
     [[nodiscard]] bool can_adopt() const override { return true; }
     std::unique_ptr<Session> adopt(const Adoption& spec, SessionEvents events, std::string& why) override;
     PeerVerdict check_peer(const Peer& peer, std::string& why) override;
+    bool refuses_pid(pid_t pid, std::string& why) const override;
     void recheck(RecheckCallback done) override;
 
     // The cached MainPID of an allowed unit (0 when none); for logs and tests.
     [[nodiscard]] pid_t allowed_unit_main_pid(const std::string& unit) const;
 
 private:
+    std::string allowed_units_suffix() const;
     BackendOptions options_;
     std::set<std::string> adopted_;  // units cleanup_orphans() leaves alone
     std::shared_ptr<systemd::BusConnection> conn_;
