@@ -618,6 +618,10 @@ TEST_F(SystemdBackendTest, AllowedUnitMainPidFollowsRestarts) {
     UniqueFd self(pidfd_open(::getpid()));
     EXPECT_EQ(backend->check_peer(Peer{::getpid(), 0, 0, self.get()}, why), PeerVerdict::Refused);
     EXPECT_NE(why.find("not the main process"), std::string::npos) << why;
+    // The accept-time shortcut (Backend::refuses_pid) agrees, from the PID alone.
+    EXPECT_TRUE(backend->refuses_pid(::getpid(), why));
+    EXPECT_NE(why.find("not the main process"), std::string::npos) << why;
+    EXPECT_FALSE(backend->refuses_pid(first, why));
 
     ASSERT_EQ(run_command("systemctl restart ptyvisor-test-agent.service"), 0);
     const pid_t second = unit_main_pid(bus_.get(), kAgentUnit);
@@ -631,6 +635,9 @@ TEST_F(SystemdBackendTest, AllowedUnitMainPidFollowsRestarts) {
     const Peer new_main{second, 0, 0, agent2.get()};
     EXPECT_EQ(backend->check_peer(new_main, why), PeerVerdict::Unsure) << why;
     EXPECT_NE(why.find("not known yet"), std::string::npos) << why;
+    // Nor may the shortcut refuse it, or any other process: the cached MainPID is dead.
+    EXPECT_FALSE(backend->refuses_pid(second, why));
+    EXPECT_FALSE(backend->refuses_pid(::getpid(), why));
     auto rechecked = std::make_shared<std::function<void()>>();
     bool done = false;
     *rechecked = [&] { done = true; };
@@ -639,6 +646,10 @@ TEST_F(SystemdBackendTest, AllowedUnitMainPidFollowsRestarts) {
     ASSERT_TRUE(run_until(event_, [&] { return done; }, 10s));
     EXPECT_EQ(backend->check_peer(new_main, why), PeerVerdict::Allowed) << why;
     EXPECT_EQ(backend->check_peer(Peer{first, 0, 0, agent.get()}, why), PeerVerdict::Refused);
+    // Once the restart's PropertiesChanged has been read back too, the shortcut refuses the
+    // old main process again, and never the new one.
+    EXPECT_TRUE(run_until(event_, [&] { return backend->refuses_pid(first, why); }, 10s));
+    EXPECT_FALSE(backend->refuses_pid(second, why));
     // A stale PID without a pidfd (the number may be reused) is refused as well.
     EXPECT_EQ(backend->check_peer(Peer{first, 0, 0, -1}, why), PeerVerdict::Refused);
     run_command("systemctl stop ptyvisor-test-agent.service");
