@@ -18,6 +18,7 @@
 #include "cli/detach_keys.h"
 #include "cli/output_sink.h"
 #include "client/client.h"
+#include "common/scheduling.h"
 
 namespace ptyvisor::cli {
 namespace {
@@ -464,6 +465,10 @@ std::string dropped_before_note(std::uint64_t offset) {
 }
 
 int relay_session(client::Connection& connection, const RelayOptions& options, std::string& message) {
+    // Someone types into this relay: each keystroke wakes it twice (the key, then its echo),
+    // and under load each wakeup would otherwise wait behind the machine's busy processes.
+    // Best effort: an older kernel ignores it, and nothing here depends on it.
+    if (options.stdin_is_tty) request_short_slice();
     Relay relay(connection, options);
     const int code = relay.run();
     message = relay.final_message();

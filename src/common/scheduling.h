@@ -21,4 +21,11 @@ int raise_relay_priority(int nice);
 // The nice value the process started with.
 int original_nice();
 
+// Asks for a short time slice for this thread (EEVDF's per-task slice, Linux 6.12 and later):
+// when a keystroke wakes it, it runs before tasks with the default slice (about 3 ms) and
+// may preempt one, instead of waiting behind every busy process of the machine. The share of
+// CPU is unchanged: that stays with the nice value, so this gives a relay nothing over the
+// agent but promptness. Older kernels accept and ignore it. 0 or -errno of sched_setattr.
+int request_short_slice();
+
 }  // namespace ptyvisor

@@ -105,6 +105,11 @@ int run(const Flags& flags) {
     if (const int r = raise_relay_priority(kRelayNice); r < 0)
         log_warning("cannot raise the relay's CPU priority; a flood of output will delay keystrokes",
                     {{"ERROR", std::strerror(-r)}});
+    // Prompt as well as weighty: the loop runs for microseconds per wakeup, and a keystroke's
+    // wakeup should not wait for a flooding session's time slice (common/scheduling.h).
+    if (const int r = request_short_slice(); r < 0)
+        log_warning("cannot ask for a short time slice; keystrokes may wait longer under load",
+                    {{"ERROR", std::strerror(-r)}});
 
     sd_event* raw = nullptr;
     if (const int r = sd_event_new(&raw); r < 0) {
