@@ -232,10 +232,31 @@ else
         "$(grep -E '^ *(MESSAGE|UNIT|EXIT|REASON|ERROR|CODE)=' <<<"$journal" | tail -n 20)"
 fi
 
+# What the unit gives the daemon, and what its sandbox still lets it do: the relay's
+# priority (Nice=, CPUWeight=), its short time slice, and the screen worker it spawns (which
+# raises its own nice value: SystemCallFilter= must allow that much of @resources).
+main_pid=$(HX systemctl show -p MainPID --value ptyvisord.service 2>&1)
+nice=$(HX ps -o ni= -p "$main_pid" 2>&1 | tr -d ' ')
+if [ "$nice" = -10 ]; then ok "the daemon runs at nice -10 (Nice=)"
+else bad "the daemon runs at nice -10 (Nice=)" "ps: $nice"; fi
+sandbox_errors=$(grep -E -A12 "MESSAGE=(cannot raise the relay|cannot ask for a short time slice|cannot start the screen worker|the screen worker exited)" <<<"$journal" |
+    grep -E "MESSAGE=|ERROR=")
+if [ -z "$sandbox_errors" ]; then ok "journal: no scheduling or screen-worker failure under the unit's sandbox"
+else bad "journal: no scheduling or screen-worker failure under the unit's sandbox" "$sandbox_errors"; fi
+out=$(cd /tmp && HX timeout 30 runuser -u "$ACCOUNT" -- /usr/bin/ptyvisor run --socket "$SOCKET" -- sh -c 'echo "nice $(cut -d" " -f19 /proc/self/stat)"' 2>&1 | tr -d '\r')
+if [ "$out" = "nice 0" ]; then ok "a session runs at nice 0, not the daemon's -10"
+else bad "a session runs at nice 0, not the daemon's -10" "$out"; fi
+pv() { local sub=$1; shift; HX timeout 30 runuser -u "$ACCOUNT" -- /usr/bin/ptyvisor "$sub" --socket "$SOCKET" "$@"; }
+sid=$(cd /tmp && pv run --detach -- sh -c 'echo screen-check; exec cat' 2>&1 | tr -d '\r')
+screen=$( (cd /tmp && pv wait --for 'text:screen-check' --timeout 20 "$sid" >/dev/null && pv screen "$sid") 2>&1)
+(cd /tmp && pv kill "$sid") >/dev/null 2>&1
+if grep -q '^screen-check' <<<"$screen"; then ok "screen: the installed screen worker renders a session"
+else bad "screen: the installed screen worker renders a session" "$screen
+$(HX journalctl --no-pager -u ptyvisord.service -o cat 2>&1 | grep -i screen | tail -n 10)"; fi
+
 # An upgrade: dpkg -i of the package over itself, inside the private systemd, so that its
 # postinst does what an upgrade does (daemon-reload, try-restart). A detached session waiting
 # for input must go on across it: the daemon hands its terminal and log to systemd's fd store.
-pv() { local sub=$1; shift; HX timeout 30 runuser -u "$ACCOUNT" -- /usr/bin/ptyvisor "$sub" --socket "$SOCKET" "$@"; }
 id=$(cd /tmp && pv run --detach -- sh -c 'echo before-upgrade; read line; echo "after-upgrade $line"' 2>&1 | tr -d '\r')
 pid_before=$(HX systemctl show -p MainPID --value ptyvisord.service 2>&1)
 if [[ "$id" =~ ^[0-9a-f]{32}$ ]] && (cd /tmp && pv wait --for 'text:before-upgrade' --timeout 20 "$id") >/dev/null 2>&1; then

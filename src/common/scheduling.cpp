@@ -28,6 +28,8 @@ int original_nice() {
     return g_original_nice;
 }
 
+int session_nice() { return original_nice() < 0 ? 0 : original_nice(); }
+
 int raise_relay_priority(int nice) {
     if (nice >= original_nice()) return 0;
     if (::setpriority(PRIO_PROCESS, 0, nice) < 0) return -errno;

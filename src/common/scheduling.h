@@ -8,8 +8,8 @@
 // between autogroups first, then between their processes).
 //
 // Invariants: the daemon never raises its nice value with this (a higher value is left
-// alone), and every session gets the original value back (original_nice): a session is the
-// agent's, never scheduled above it.
+// alone), and every session gets the original value back, or 0 if that was lower
+// (session_nice): a session is the agent's, never scheduled above it.
 #pragma once
 
 namespace ptyvisor {
@@ -20,6 +20,11 @@ int raise_relay_priority(int nice);
 
 // The nice value the process started with.
 int original_nice();
+
+// The nice value a session gets: the one the daemon started with, but never below 0, which an
+// unprivileged process cannot take for itself. A unit that starts the daemon with Nice=-10
+// (systemd/ptyvisord.service) must not pass that on to the agent's sessions.
+int session_nice();
 
 // Asks for a short time slice for this thread (EEVDF's per-task slice, Linux 6.12 and later):
 // when a keystroke wakes it, it runs before tasks with the default slice (about 3 ms) and

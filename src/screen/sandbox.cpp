@@ -26,9 +26,18 @@ bool fail(std::string& why, const std::string& what) {
     return false;
 }
 
+// Where the empty root is made: the daemon's runtime directory under systemd (its unit makes
+// the rest of the file system read-only, /tmp included), else /tmp.
+std::string scratch_directory() {
+    const char* runtime = std::getenv("RUNTIME_DIRECTORY");  // "a:b" for several; the first
+    std::string dir = runtime && *runtime == '/' ? std::string(runtime).substr(0, std::string(runtime).find(':')) : "/tmp";
+    return dir;
+}
+
 bool enter_empty_root(std::string& why) {
-    char dir[] = "/tmp/ptyvisor-screen.XXXXXX";
-    if (!::mkdtemp(dir)) return fail(why, "mkdtemp");
+    std::string path = scratch_directory() + "/ptyvisor-screen.XXXXXX";
+    char* dir = path.data();
+    if (!::mkdtemp(dir)) return fail(why, "mkdtemp in " + scratch_directory());
     if (::chdir(dir) < 0) return fail(why, "chdir");
     if (::rmdir(dir) < 0) return fail(why, "rmdir");
     if (::chroot(".") < 0) return fail(why, "chroot");

@@ -2,8 +2,9 @@
 // start, while still root, before a byte of session output is read:
 //   1. every descriptor but 0-3 closed; the process dies with its parent; nice 10, so that
 //      on a busy machine the relay goes first;
-//   2. root directory: an empty directory that no longer exists (made, entered, removed,
-//      chroot(".")): nothing to open, and nothing can be created in it;
+//   2. root directory: an empty directory that no longer exists (made in $RUNTIME_DIRECTORY
+//      under systemd, else /tmp; entered, removed, chroot(".")): nothing to open, and
+//      nothing can be created in it;
 //   3. the account `user` (default nobody): supplementary groups dropped, then
 //      setresgid/setresuid, checked irreversible; no capabilities remain;
 //   4. PR_SET_NO_NEW_PRIVS, not dumpable, RLIMIT_FSIZE and RLIMIT_NPROC 0;

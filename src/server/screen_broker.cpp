@@ -100,12 +100,16 @@ bool read_osc_answer(std::string_view s, std::size_t& i) {  // OSC 4;N / 10 / 11
 }
 
 std::string helper_path() {
-    // Beside the daemon first (a build tree, or a relocated install), then the libexec dir.
+    // Beside the daemon first (a build tree), then where an install under the daemon's own
+    // prefix puts it (PREFIX/sbin/ptyvisord, PREFIX/libexec/ptyvisor/ptyvisor-screen: the
+    // package installs under /usr whatever prefix the build was configured with), then the
+    // libexec directory of the build's prefix.
     std::error_code ec;
     const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (!ec) {
-        const auto beside = self.parent_path() / "ptyvisor-screen";
-        if (std::filesystem::exists(beside, ec)) return beside;
+        const auto dir = self.parent_path();
+        for (const auto& candidate : {dir / "ptyvisor-screen", dir.parent_path() / "libexec/ptyvisor/ptyvisor-screen"})
+            if (std::filesystem::exists(candidate, ec)) return candidate;
     }
     return PTYVISOR_LIBEXECDIR "/ptyvisor/ptyvisor-screen";
 }

@@ -133,8 +133,11 @@ void drop_bounding_set(const Plan& p) {
 [[noreturn]] void become_session(const Plan& p) {
     // The daemon raised its own descriptor limit; the command gets the usual one back.
     sys(SYS_prlimit64, 0, RLIMIT_NOFILE, arg(&p.nofile), 0);
-    // And its CPU priority: the session is the agent's, never above it (raise_relay_priority).
-    if (const long r = sys(SYS_setpriority, PRIO_PROCESS, 0, p.nice); r < 0) child_fail(p, Step::Nice, r);
+    // And its CPU priority: the session is the agent's, never above it (session_nice). Only
+    // when it differs: a daemon that kept its own has nothing to give back, and then needs
+    // no setpriority (which a seccomp filter like systemd's ~@resources forbids).
+    if (20 - sys(SYS_getpriority, PRIO_PROCESS, 0) != p.nice)
+        if (const long r = sys(SYS_setpriority, PRIO_PROCESS, 0, p.nice); r < 0) child_fail(p, Step::Nice, r);
     // The daemon blocks signals for sd-event; the command must start with a clean slate.
     reset_signals();
 
@@ -254,7 +257,7 @@ Plan* write_plan(const SessionSpec& spec, int status_fd, int cgroup_dir, ChildMe
     plan->tty = spec.tty.get();
     plan->cwd = spec.cwd;
     plan->cgroup_dir = cgroup_dir;
-    plan->nice = original_nice();
+    plan->nice = session_nice();
     plan->uid = spec.account.uid;
     plan->gid = spec.account.gid;
     plan->group_count = groups.size();
