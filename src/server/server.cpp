@@ -207,6 +207,10 @@ void Server::dispose_refused() {
     refused_.clear();
     worker_.submit([batch] {
         for (Refusal& r : *batch) {
+            if (r.message.empty()) {  // the peer hung up: nobody to answer
+                r.socket.reset();
+                continue;
+            }
             const auto frame = protocol::encode_frame(protocol::FrameType::Error,
                                                       protocol::encode(protocol::ErrorReply{r.code, r.message}));
             // A fresh socket's send buffer is empty, so this small frame fits; never wait for it.
@@ -249,6 +253,14 @@ void Server::accept_one(UniqueFd socket) {
     // connection waits behind them in the listen queue (listener.h).
     if (admission_.holds_all_its_handshakes(peer.cred.pid))
         return reject(std::move(socket), ErrorCode::Overloaded, "too many connections are waiting for START");
+    // A peer that hung up before saying a word (a connect-and-close flood, whose connections
+    // wait in the listen queue long enough for that) is dropped unanswered: it can read no
+    // ERROR, and nothing it could have sent is left. One recv() instead of a pidfd, a cgroup
+    // read and a connection. Not counted in STATUS: it never reached admission.
+    if (char byte = 0; ::recv(socket.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+        refused_.push_back(Refusal{std::move(socket), ErrorCode::NotAllowed, std::string()});
+        return;
+    }
     // Likewise, under allow_units, a process of the account that is no allowed unit's live
     // MainPID, when the backend can tell from the PID alone (Backend::refuses_pid).
     if (peer.cred.uid != 0 && peer.cred.uid == account_.uid && peer.cred.gid == account_.gid) {

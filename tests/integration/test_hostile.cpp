@@ -274,6 +274,38 @@ TEST_F(EndToEnd, SilentClientGetsHandshakeTimeout) {
 // START from a peer whose uid or gid is not the account's. Each helper can reach the socket
 // (0660, group of the account) through a supplementary group, so the rejection tested is the
 // daemon's, not the file system's.
+// A connect-and-close flood: a connection whose peer has hung up before it is accepted is
+// dropped from one recv(), before its pidfd, its cgroup or a handshake slot (docs/admission.md,
+// "Cost of a refused peer"). The daemon is stopped while they queue, so every one of them is
+// closed when accepted; STATUS, queued behind them, counts only itself as accepted.
+TEST_F(EndToEnd, ConnectionsThatHungUpBeforeAcceptAreDroppedBeforeAdmission) {
+    DaemonProcess* d = start_daemon();
+    ASSERT_NE(d, nullptr);
+    ASSERT_EQ(::kill(d->pid(), SIGSTOP), 0);
+    for (int i = 0; i < 50; ++i) {
+        auto gone = connect_as_account();
+        ASSERT_NE(gone, nullptr);
+    }  // each closes here, unaccepted
+    auto root = connect_as(0, 0, {});
+    ASSERT_EQ(::kill(d->pid(), SIGCONT), 0);
+    ASSERT_NE(root, nullptr);
+    ASSERT_EQ(root->send_frame(FrameType::StatusRequest, ""), 0);
+    const Incoming in = root->next(Millis(10000));
+    ASSERT_EQ(in.kind, Incoming::Kind::Frame) << in.describe();
+    ASSERT_EQ(in.frame.type, FrameType::Status) << in.describe();
+    const auto report = protocol::decode_status(in.frame.text());
+    ASSERT_TRUE(report) << report.error;
+    EXPECT_EQ(report.value->counters.accepted, 1u) << in.frame.text();
+    EXPECT_TRUE(report.value->counters.rejected.empty()) << in.frame.text();
+    // And the agent is served as before.
+    auto client = connect_as_account();
+    ASSERT_NE(client, nullptr);
+    UniqueFd cwd = open_work_dir();
+    ASSERT_EQ(client->send_start(RawClient::start_request({"true"}, session_env(), cwd.get()), {cwd.get()}), 0);
+    std::string seen;
+    EXPECT_TRUE(client->expect_started(Millis(10000), &seen).has_value()) << seen;
+}
+
 TEST_F(EndToEnd, StartFromAnotherUidIsNotAllowed) {
     ASSERT_NE(start_daemon(), nullptr);
     const auto nobody = lookup_account("nobody");
