@@ -8,9 +8,19 @@
 
 namespace ptyvisor::cli {
 
+namespace {
+constexpr int kPipeBytes = 1 << 20;
+}  // namespace
+
 OutputSink::OutputSink(int fd) : fd_(fd) {
     struct stat st {};
     if (::fstat(fd, &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return;
+    // A pipe holds 64 KiB; each time it fills we stop reading the daemon until the reader
+    // makes room, one wakeup of each side per 64 KiB. A larger pipe (the most an unprivileged
+    // process may ask for without raising /proc/sys/fs/pipe-max-size) cuts those rounds,
+    // and costs nothing while the reader keeps up. Best effort: the pipe may be at its
+    // owner's limit, and a socket has its own buffer.
+    if (S_ISFIFO(st.st_mode) && ::fcntl(fd, F_GETPIPE_SZ) < kPipeBytes) ::fcntl(fd, F_SETPIPE_SZ, kPipeBytes);
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags < 0 || (flags & O_NONBLOCK) != 0) return;
     if (::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0) restore_flags_ = flags;

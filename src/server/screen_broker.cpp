@@ -206,6 +206,7 @@ void ScreenBroker::strike(std::uint32_t number) {
     Tracked* t = find(number);
     if (!t) return;
     Session& session = *t->session;
+    t->unanswered_cpu_usec = 0;  // the next attempt has a whole timeout of its own
     if (++t->strikes < kMaxStrikes) {
         log_warning("the screen worker failed on a session's output", {{"UNIT", session.unit()}});
         return;
@@ -447,7 +448,10 @@ void ScreenBroker::paid_reply() {
     // from outside is not the session's doing).
     while (!work_.empty() && !work_.front().replies) work_.pop_front();
     if (!work_.empty()) {
-        if (Tracked* t = find(work_.front().number)) t->strikes = 0;
+        if (Tracked* t = find(work_.front().number)) {
+            t->strikes = 0;
+            t->unanswered_cpu_usec = 0;
+        }
         work_.pop_front();
     }
     if (owed_ == 0) deadline_timer_.reset();
@@ -474,9 +478,17 @@ void ScreenBroker::on_deadline() {
     const std::uint64_t timeout = reply_timeout_usec();
     const std::uint64_t cpu = worker_cpu_usec() - deadline_cpu_usec_;
     const std::uint64_t wall = now_usec(server_.event()) - deadline_wall_usec_;
-    if (cpu >= timeout) return kill_worker("it spent its reply timeout's worth of CPU on one piece of work", true);
-    if (wall >= kStuckFactor * timeout) return kill_worker("it did not answer, nor use the CPU, in time");
-    rearm_deadline(std::max<std::uint64_t>(timeout - cpu, 100'000));
+    // A starved worker is killed without a strike, but what it spent counts: a session whose
+    // output needs more CPU than the timeout must not escape for good on a busy machine,
+    // where every attempt is cut short by the clock before it uses the timeout's worth.
+    Tracked* t = work_.empty() ? nullptr : find(work_.front().number);
+    const std::uint64_t spent = cpu + (t ? t->unanswered_cpu_usec : 0);
+    if (spent >= timeout) return kill_worker("it spent its reply timeout's worth of CPU on one piece of work", true);
+    if (wall >= kStuckFactor * timeout) {
+        if (t) t->unanswered_cpu_usec = spent;
+        return kill_worker("it did not answer, nor use the CPU, in time");
+    }
+    rearm_deadline(std::max<std::uint64_t>(timeout - spent, 100'000));
 }
 
 std::uint64_t ScreenBroker::worker_cpu_usec() const {

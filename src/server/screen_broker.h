@@ -91,6 +91,9 @@ class ScreenBroker {
         bool advance_in_flight = false;
         std::uint64_t notified_end = 0;
         int strikes = 0;  // times in a row the worker crashed or timed out on its output
+        // CPU the worker spent on this session's output in attempts killed without a strike
+        // (starved, not slow); it counts toward the next attempt's timeout.
+        std::uint64_t unanswered_cpu_usec = 0;
     };
     // What the worker was sent that makes it process a session's output, in the order it
     // handles them; `replies`: whether it answers (Open, Advance, Snapshot; not Resize).
