@@ -43,16 +43,19 @@ int raise_relay_priority(int nice) {
     return 0;
 }
 
+namespace {
+// The kernel's struct sched_attr (glibc 2.36 declares neither it nor sched_setattr).
+struct SchedAttr {
+    std::uint32_t size, policy;
+    std::uint64_t flags;
+    std::int32_t nice;
+    std::uint32_t priority;
+    std::uint64_t runtime, deadline, period;
+    std::uint32_t util_min, util_max;
+};
+}  // namespace
+
 int request_short_slice() {
-    // The kernel's struct sched_attr (glibc 2.36 declares neither it nor sched_setattr).
-    struct SchedAttr {
-        std::uint32_t size, policy;
-        std::uint64_t flags;
-        std::int32_t nice;
-        std::uint32_t priority;
-        std::uint64_t runtime, deadline, period;
-        std::uint32_t util_min, util_max;
-    };
     // The shortest slice the kernel accepts (0.1 ms): a relay runs for microseconds per wakeup.
     constexpr std::uint64_t kSliceNs = 100'000;
     errno = 0;
@@ -65,6 +68,18 @@ int request_short_slice() {
     attr.runtime = kSliceNs;
     if (::syscall(SYS_sched_setattr, 0, &attr, 0) < 0) return -errno;
     return 0;
+}
+
+int reset_scheduling(int nice) {
+    SchedAttr attr{};
+    attr.size = sizeof attr;
+    attr.policy = SCHED_OTHER;
+    attr.nice = nice;
+    attr.runtime = 0;  // the kernel's default slice
+    if (::syscall(SYS_sched_setattr, 0, &attr, 0) == 0) return 0;
+    // A kernel or seccomp filter without sched_setattr: no custom slice can have been set.
+    if (errno != ENOSYS && errno != EPERM) return -errno;
+    return ::setpriority(PRIO_PROCESS, 0, nice) < 0 ? -errno : 0;
 }
 
 }  // namespace ptyvisor

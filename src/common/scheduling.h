@@ -33,4 +33,10 @@ int session_nice();
 // agent but promptness. Older kernels accept and ignore it. 0 or -errno of sched_setattr.
 int request_short_slice();
 
+// Gives this thread the scheduling a process of its own starts with: SCHED_OTHER at `nice`,
+// with the kernel's default slice. Every process the daemon forks inherits the main thread's
+// short slice and nice value, and must shed both (a session that kept the slice preempted
+// and was preempted ten times as often: half the throughput of a flood). 0 or -errno.
+int reset_scheduling(int nice);
+
 }  // namespace ptyvisor

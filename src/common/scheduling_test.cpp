@@ -53,5 +53,27 @@ TEST(Scheduling, AShortSliceKeepsTheNiceValue) {
     EXPECT_EQ(*slice, 100'000);
 }
 
+// reset_scheduling() is what every process the daemon starts does first: the nice value it
+// is given, and the kernel's default slice instead of the short one it inherited.
+TEST(Scheduling, ResetSchedulingDropsTheInheritedShortSlice) {
+    int requested = 1, reset = 1, nice_after = 0;
+    std::optional<long long> short_slice, after;
+    std::thread([&] {
+        requested = request_short_slice();
+        short_slice = own_slice();
+        reset = reset_scheduling(7);
+        errno = 0;
+        nice_after = ::getpriority(PRIO_PROCESS, 0);
+        after = own_slice();
+    }).join();
+    ASSERT_EQ(requested, 0) << "sched_setattr failed: " << -requested;
+    ASSERT_EQ(reset, 0) << "sched_setattr failed: " << -reset;
+    EXPECT_EQ(nice_after, 7);
+    if (!kernel_at_least(6, 12)) GTEST_SKIP() << "a kernel before 6.12 has no per-task slice to check";
+    ASSERT_TRUE(short_slice && after) << "Linux 6.12 shows se.slice in /proc/thread-self/sched";
+    EXPECT_EQ(*short_slice, 100'000);
+    EXPECT_GT(*after, 100'000) << "the short slice survived";
+}
+
 }  // namespace
 }  // namespace ptyvisor

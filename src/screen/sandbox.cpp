@@ -16,6 +16,8 @@
 #include <cstring>
 #include <memory>
 
+#include "common/scheduling.h"
+
 namespace ptyvisor::screen {
 namespace {
 
@@ -129,7 +131,11 @@ bool enter_sandbox(const std::string& user, std::string& why) {
     if (::syscall(SYS_close_range, 4u, ~0u, 0u) < 0) return fail(why, "close_range");
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) return fail(why, "PR_SET_PDEATHSIG");
     // Behind the relay for the CPU: a screen may lag, the sessions' bytes may not.
-    if (::setpriority(PRIO_PROCESS, 0, kNice) < 0) return fail(why, "setpriority");
+    // Nor may it keep the daemon's short slice, which it inherited (common/scheduling.h).
+    if (const int r = reset_scheduling(kNice); r < 0) {
+        errno = -r;
+        return fail(why, "sched_setattr");
+    }
     // The account is looked up while /etc is still there.
     const passwd* pw = ::getpwnam(user.c_str());
     if (!pw) {

@@ -304,5 +304,28 @@ TEST_F(DirectSessions, ASessionGetsTheNiceValueTheDaemonStartedWith) {
     ASSERT_TRUE(stop(*session));
 }
 
+// The daemon's loop thread asks for a short slice (common/scheduling.h), and a child inherits
+// it: a session that kept it was preempted ten times as often, and took CPU promptness the
+// agent's own processes do not have. The command exits 3 if its se.slice is the short one.
+TEST_F(DirectSessions, ASessionDoesNotInheritTheDaemonsShortSlice) {
+    auto backend = make();
+    ASSERT_TRUE(backend);
+    ASSERT_EQ(request_short_slice(), 0);
+    std::string own;
+    for (std::ifstream sched("/proc/thread-self/sched"); std::getline(sched, own) && own.rfind("se.slice", 0) != 0;) {}
+    if (own.find(':') == std::string::npos || std::stoll(own.substr(own.find(':') + 1)) != 100'000) {
+        ASSERT_EQ(reset_scheduling(original_nice()), 0);
+        GTEST_SKIP() << "this kernel (before 6.12) has no per-task slice to pass on";
+    }
+    Observed o;
+    auto session = start(*backend, {"sh", "-c", "grep -q '^se.slice  *: *100000$' /proc/self/sched && exit 3; "
+                                    "grep -q '^se.slice' /proc/self/sched || exit 4; exit 0"}, o);
+    ASSERT_EQ(reset_scheduling(original_nice()), 0);  // this thread is the test runner's again
+    ASSERT_TRUE(session);
+    ASSERT_TRUE(run_until([&] { return o.exited.has_value(); }));
+    EXPECT_EQ(o.exited->kind, ExitStatus::Kind::Exited);
+    EXPECT_EQ(o.exited->code, 0) << "3: the session kept the short slice; 4: no se.slice shown";
+}
+
 }  // namespace
 }  // namespace ptyvisor::backends

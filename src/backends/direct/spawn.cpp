@@ -129,15 +129,43 @@ void drop_bounding_set(const Plan& p) {
     }
 }
 
+// The kernel's struct sched_attr, as sched_getattr and sched_setattr take it.
+struct SchedAttr {
+    std::uint32_t size, policy;
+    std::uint64_t flags;
+    std::int32_t nice;
+    std::uint32_t priority;
+    std::uint64_t runtime, deadline, period;
+    std::uint32_t util_min, util_max;
+};
+
+// The session's CPU priority is the agent's, never above it: the nice value of session_nice()
+// and the kernel's default slice, where the daemon's loop thread (whose attributes a child
+// inherits) runs at a lower nice value with a short slice (common/scheduling.h). Only when
+// something differs: a daemon that kept its own has nothing to give back, and then needs no
+// sched_setattr or setpriority (which a seccomp filter like systemd's ~@resources forbids).
+void restore_scheduling(const Plan& p) {
+    SchedAttr now{};
+    const bool known = sys(SYS_sched_getattr, 0, arg(&now), sizeof now, 0) == 0;
+    const bool custom_slice = known && now.runtime != 0;  // 0: the default slice
+    const bool normal_policy = !known || now.policy == SCHED_OTHER || now.policy == SCHED_BATCH || now.policy == SCHED_IDLE;
+    const bool same_nice = 20 - sys(SYS_getpriority, PRIO_PROCESS, 0) == p.nice;
+    if (!custom_slice && normal_policy && same_nice) return;
+    SchedAttr want{};
+    want.size = sizeof want;
+    want.policy = known && normal_policy ? now.policy : SCHED_OTHER;
+    want.nice = p.nice;
+    long r = sys(SYS_sched_setattr, 0, arg(&want), 0);
+    // A kernel or filter without sched_setattr has set no slice: the nice value is all.
+    if ((r == -ENOSYS || r == -EPERM) && !custom_slice && normal_policy) r = sys(SYS_setpriority, PRIO_PROCESS, 0, p.nice);
+    if (r < 0) child_fail(p, Step::Nice, r);
+}
+
 // Runs in the child: never returns. Raw system calls only (see sys()).
 [[noreturn]] void become_session(const Plan& p) {
     // The daemon raised its own descriptor limit; the command gets the usual one back.
     sys(SYS_prlimit64, 0, RLIMIT_NOFILE, arg(&p.nofile), 0);
-    // And its CPU priority: the session is the agent's, never above it (session_nice). Only
-    // when it differs: a daemon that kept its own has nothing to give back, and then needs
-    // no setpriority (which a seccomp filter like systemd's ~@resources forbids).
-    if (20 - sys(SYS_getpriority, PRIO_PROCESS, 0) != p.nice)
-        if (const long r = sys(SYS_setpriority, PRIO_PROCESS, 0, p.nice); r < 0) child_fail(p, Step::Nice, r);
+    restore_scheduling(p);
     // The daemon blocks signals for sd-event; the command must start with a clean slate.
     reset_signals();
 
