@@ -43,18 +43,6 @@ int raise_relay_priority(int nice) {
     return 0;
 }
 
-namespace {
-// The kernel's struct sched_attr (glibc 2.36 declares neither it nor sched_setattr).
-struct SchedAttr {
-    std::uint32_t size, policy;
-    std::uint64_t flags;
-    std::int32_t nice;
-    std::uint32_t priority;
-    std::uint64_t runtime, deadline, period;
-    std::uint32_t util_min, util_max;
-};
-}  // namespace
-
 int request_short_slice() {
     // The shortest slice the kernel accepts (0.1 ms): a relay runs for microseconds per wakeup.
     constexpr std::uint64_t kSliceNs = 100'000;

@@ -12,7 +12,20 @@
 // (session_nice): a session is the agent's, never scheduled above it.
 #pragma once
 
+#include <cstdint>
+
 namespace ptyvisor {
+
+// The kernel's struct sched_attr, as sched_getattr and sched_setattr take it (glibc 2.36
+// declares neither it nor those calls).
+struct SchedAttr {
+    std::uint32_t size, policy;
+    std::uint64_t flags;
+    std::int32_t nice;
+    std::uint32_t priority;
+    std::uint64_t runtime, deadline, period;  // runtime: the slice in ns for SCHED_OTHER; 0 the default
+    std::uint32_t util_min, util_max;
+};
 
 // Lowers this thread's nice value to `nice` (and the autogroup's, see above). Call it before
 // any thread exists: nice is per thread, and threads inherit it. 0 or -errno of setpriority.

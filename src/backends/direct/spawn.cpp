@@ -129,16 +129,6 @@ void drop_bounding_set(const Plan& p) {
     }
 }
 
-// The kernel's struct sched_attr, as sched_getattr and sched_setattr take it.
-struct SchedAttr {
-    std::uint32_t size, policy;
-    std::uint64_t flags;
-    std::int32_t nice;
-    std::uint32_t priority;
-    std::uint64_t runtime, deadline, period;
-    std::uint32_t util_min, util_max;
-};
-
 // The session's CPU priority is the agent's, never above it: the nice value of session_nice()
 // and the kernel's default slice, where the daemon's loop thread (whose attributes a child
 // inherits) runs at a lower nice value with a short slice (common/scheduling.h). Only when
