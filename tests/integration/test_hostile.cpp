@@ -289,14 +289,10 @@ TEST_F(EndToEnd, ConnectionsThatHungUpBeforeAcceptAreDroppedBeforeAdmission) {
     auto root = connect_as(0, 0, {});
     ASSERT_EQ(::kill(d->pid(), SIGCONT), 0);
     ASSERT_NE(root, nullptr);
-    ASSERT_EQ(root->send_frame(FrameType::StatusRequest, ""), 0);
-    const Incoming in = root->next(Millis(10000));
-    ASSERT_EQ(in.kind, Incoming::Kind::Frame) << in.describe();
-    ASSERT_EQ(in.frame.type, FrameType::Status) << in.describe();
-    const auto report = protocol::decode_status(in.frame.text());
-    ASSERT_TRUE(report) << report.error;
-    EXPECT_EQ(report.value->counters.accepted, 1u) << in.frame.text();
-    EXPECT_TRUE(report.value->counters.rejected.empty()) << in.frame.text();
+    const auto status = status_of(*root);
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->reply.counters.accepted, 1u) << status->text;
+    EXPECT_TRUE(status->reply.counters.rejected.empty()) << status->text;
     // And the agent is served as before.
     auto client = connect_as_account();
     ASSERT_NE(client, nullptr);

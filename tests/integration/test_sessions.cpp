@@ -234,6 +234,66 @@ TEST_F(Sessions, RootMayObserveButNotControl) {
     EXPECT_EQ(error_of(exchange(*root, FrameType::Kill, protocol::encode(protocol::KillRequest{id, 0}))), "not_allowed");
 }
 
+// observer_group (configuration.md): a member, here by a supplementary group only, may watch
+// the agent's sessions (LIST, ATTACH as observer with the log replayed) and nothing else: no
+// control, no KILL, no INPUT. The socket is root:<the agent's group> 0660, so an observer
+// holds that group too, for the connect() alone; without the observer group the same uid
+// is refused at once.
+TEST_F(Sessions, AnObserverGroupMemberMayWatchButNotControl) {
+    constexpr uid_t kNobody = 65534;
+    constexpr gid_t kNogroup = 65534, kObservers = 4;  // Debian's adm
+    DaemonConfig cfg = config();
+    cfg.observer_group = "adm";
+    ASSERT_NE(start_daemon(cfg), nullptr);
+    const std::string id = start_detached({"sh", "-c", "echo seen-by-the-observer; exec cat"});
+    ASSERT_FALSE(id.empty());
+
+    const gid_t socket_group = account_->gid;
+    auto stranger = connect_as(kNobody, kNogroup, {socket_group});
+    ASSERT_NE(stranger, nullptr);
+    const auto refused_at_accept = stranger->expect_error(kReply);  // before any request of its own
+    ASSERT_TRUE(refused_at_accept);
+    EXPECT_EQ(refused_at_accept->code, protocol::ErrorCode::NotAllowed);
+
+    auto lister = connect_as(kNobody, kNogroup, {socket_group, kObservers});
+    ASSERT_NE(lister, nullptr);
+    const auto listed = exchange(*lister, FrameType::List, "");
+    ASSERT_EQ(listed.size(), 1u);
+    ASSERT_EQ(listed.front().type, FrameType::Sessions) << listed.front().text();
+    const auto sessions = protocol::decode_sessions(listed.front().text());
+    ASSERT_TRUE(sessions) << sessions.error;
+    ASSERT_EQ(sessions.value->size(), 1u);
+    EXPECT_EQ(sessions.value->front().id, id);
+
+    auto observer = connect_as(kNobody, kNogroup, {socket_group, kObservers});
+    ASSERT_NE(observer, nullptr);
+    ASSERT_EQ(observer->send_frame(FrameType::Attach, protocol::encode(protocol::AttachRequest{id, {protocol::LogPosition::Kind::Start, 0}, true, false})), 0);
+    const auto a = expect_attached(*observer);
+    ASSERT_TRUE(a);
+    EXPECT_TRUE(a->observe);
+    std::string seen;
+    EXPECT_TRUE(observer->read_output_until("seen-by-the-observer", kReply, &seen)) << seen;
+    ASSERT_EQ(observer->send_frame(FrameType::Input, "typed by an observer\n"), 0);
+    const auto refused_input = observer->expect_error(kReply);
+    ASSERT_TRUE(refused_input);
+    EXPECT_EQ(refused_input->code, protocol::ErrorCode::NotAllowed);
+
+    auto controller = connect_as(kNobody, kNogroup, {socket_group, kObservers});
+    ASSERT_NE(controller, nullptr);
+    ASSERT_EQ(controller->send_frame(FrameType::Attach, protocol::encode(protocol::AttachRequest{id, {}, false, true})), 0);
+    const auto refused_control = controller->expect_error(kReply);
+    ASSERT_TRUE(refused_control);
+    EXPECT_EQ(refused_control->code, protocol::ErrorCode::NotAllowed);
+
+    auto killer = connect_as(kNobody, kNogroup, {socket_group, kObservers});
+    ASSERT_NE(killer, nullptr);
+    EXPECT_EQ(error_of(exchange(*killer, FrameType::Kill, protocol::encode(protocol::KillRequest{id, 0}))), "not_allowed");
+    // The session ran on, untouched.
+    const auto after = list();
+    ASSERT_EQ(after.size(), 1u);
+    EXPECT_EQ(after.front().state, protocol::State::Running);
+}
+
 TEST_F(Sessions, TakingOverIsExplicit) {
     ASSERT_NE(start_daemon(), nullptr);
     const std::string id = start_detached({"cat"});

@@ -119,6 +119,33 @@ std::unique_ptr<RawClient> EndToEnd::connect_as(uid_t uid, gid_t gid, std::vecto
     return client;
 }
 
+std::optional<EndToEnd::StatusSeen> EndToEnd::status_as_root() {
+    auto root = connect_as(0, 0, {});
+    if (!root) return std::nullopt;
+    return status_of(*root);
+}
+
+std::optional<EndToEnd::StatusSeen> EndToEnd::status_of(RawClient& client) {
+    RawClient* root = &client;
+    if (const int e = root->send_frame(protocol::FrameType::StatusRequest, ""); e != 0) {
+        ADD_FAILURE() << "STATUS_REQUEST: " << std::strerror(e);
+        return std::nullopt;
+    }
+    const Incoming in = root->next(Millis(10000));
+    if (in.kind != Incoming::Kind::Frame || in.frame.type != protocol::FrameType::Status) {
+        ADD_FAILURE() << "no STATUS: " << in.describe();
+        return std::nullopt;
+    }
+    auto report = protocol::decode_status(in.frame.text());
+    if (!report) {
+        ADD_FAILURE() << report.error << "\n" << in.frame.text();
+        return std::nullopt;
+    }
+    std::string seen;
+    EXPECT_TRUE(root->expect_eof(Millis(10000), &seen)) << "STATUS is the last frame: " << seen;
+    return StatusSeen{std::move(*report.value), std::string(in.frame.text())};
+}
+
 std::unique_ptr<RawClient> EndToEnd::connect_as_account() {
     return connect_as(account_->uid, account_->gid, {account_->gid});
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "protocol/payloads.h"
 #include "support/client_process.h"
 #include "support/daemon.h"
 #include "support/raw_client.h"
@@ -46,6 +47,15 @@ protected:
     std::unique_ptr<RawClient> connect_as_account();
     // A raw protocol connection with arbitrary credentials.
     std::unique_ptr<RawClient> connect_as(uid_t uid, gid_t gid, std::vector<gid_t> groups);
+    // STATUS as root asks for it: the decoded reply and the frame's text (for messages).
+    // Returns nullopt after recording a failure.
+    struct StatusSeen {
+        protocol::StatusReply reply;
+        std::string text;
+    };
+    std::optional<StatusSeen> status_as_root();
+    // The same on a connection already made (its peer may be anyone STATUS answers).
+    std::optional<StatusSeen> status_of(RawClient& client);
 
     // The working directory (owned by the account), opened O_DIRECTORY.
     [[nodiscard]] UniqueFd open_work_dir() const;
