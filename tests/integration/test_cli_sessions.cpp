@@ -99,7 +99,7 @@ protected:
     }
 
     // `ptyvisor run --detach -- ARGV...`: the id it printed.
-    std::string start_detached(const std::vector<std::string>& argv) {
+    std::string run_detached(const std::vector<std::string>& argv) {
         std::vector<std::string> args{"run", "--detach", "--"};
         args.insert(args.end(), argv.begin(), argv.end());
         const auto r = cli(args);
@@ -144,7 +144,7 @@ protected:
 
 TEST_F(CliSessions, RunDetachPrintsTheIdAndTheSessionOutlivesTheClient) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string id = start_detached({"sh", "-c", "echo started; read line; echo got $line; exit 4"});
+    const std::string id = run_detached({"sh", "-c", "echo started; read line; echo got $line; exit 4"});
     ASSERT_FALSE(id.empty());
     // The client has exited; the session goes on, and takes input later.
     const auto s = find(ls_json(), id);
@@ -171,7 +171,7 @@ TEST_F(CliSessions, LogsFromStartIsExactlyTheSessionsBytes) {
     cfg.output_log_bytes = 8 << 20;
     ASSERT_NE(start_daemon(cfg), nullptr);
     const int n = 700000;  // 5.2 MiB: more than one READ asks for (4 MiB)
-    const std::string id = start_detached({"seq", "1", std::to_string(n)});
+    const std::string id = run_detached({"seq", "1", std::to_string(n)});
     ASSERT_FALSE(id.empty());
     ASSERT_EQ(cli({"wait", "--timeout", "60", id}, Millis(90000)).status, 0);
     const auto r = cli({"logs", "--from", "start", id}, Millis(60000));
@@ -194,7 +194,7 @@ TEST_F(CliSessions, LogsSaysWhereItStartsWhenOlderOutputWasDropped) {
     cfg.output_log_bytes = 131072;
     ASSERT_NE(start_daemon(cfg), nullptr);
     const int n = 150000;
-    const std::string id = start_detached({"seq", "1", std::to_string(n)});
+    const std::string id = run_detached({"seq", "1", std::to_string(n)});
     ASSERT_FALSE(id.empty());
     ASSERT_EQ(cli({"wait", "--timeout", "60", id}, Millis(90000)).status, 0);
     const auto r = cli({"logs", id});
@@ -213,7 +213,7 @@ TEST_F(CliSessions, LogsFollowGetsEveryByteOnceAcrossTheReplayAndTheLiveStream) 
     // Output before the follower comes (replayed from the log), then, on our word, output
     // while it follows (live), then the end.
     const std::string id =
-        start_detached({"sh", "-c", "seq 1 200000; read go; seq 200001 400000; exit 3"});
+        run_detached({"sh", "-c", "seq 1 200000; read go; seq 200001 400000; exit 3"});
     ASSERT_FALSE(id.empty());
     expect_text(id, "\\n200000\\r\\n");
     auto follower = run_cli({"logs", "--follow", id});
@@ -233,7 +233,7 @@ TEST_F(CliSessions, LogsFollowGetsEveryByteOnceAcrossTheReplayAndTheLiveStream) 
 
 TEST_F(CliSessions, LogsFollowFromTheTailGetsOnlyNewOutput) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string id = start_detached({"sh", "-c", "echo old; read go; echo new"});
+    const std::string id = run_detached({"sh", "-c", "echo old; read go; echo new"});
     ASSERT_FALSE(id.empty());
     expect_text(id, "old");
     auto follower = run_cli({"logs", "--follow", "--from", "tail", id});
@@ -251,8 +251,8 @@ TEST_F(CliSessions, LogsFollowFromTheTailGetsOnlyNewOutput) {
 TEST_F(CliSessions, LsListsSessionsAsJsonAndAsATable) {
     ASSERT_NE(start_daemon(), nullptr);
     const auto before = static_cast<long>(std::time(nullptr));
-    const std::string running = start_detached({"sh", "-c", "printf 12345; exec sleep 60"});
-    const std::string exited = start_detached({"sh", "-c", "exit 3"});
+    const std::string running = run_detached({"sh", "-c", "printf 12345; exec sleep 60"});
+    const std::string exited = run_detached({"sh", "-c", "exit 3"});
     ASSERT_FALSE(running.empty());
     ASSERT_FALSE(exited.empty());
     expect_text(running, "12345");
@@ -291,10 +291,10 @@ TEST_F(CliSessions, LsListsSessionsAsJsonAndAsATable) {
 
 TEST_F(CliSessions, WaitForExitQuietAndTextEachWithItsTimeout) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string sleeper = start_detached({"sleep", "60"});
-    const std::string server = start_detached({"sh", "-c", "sleep 0.2; echo server listening on 8080; sleep 60"});
-    const std::string busy = start_detached({"sh", "-c", "while :; do echo busy; sleep 0.05; done"});
-    const std::string quick = start_detached({"sh", "-c", "echo bye; exit 0"});
+    const std::string sleeper = run_detached({"sleep", "60"});
+    const std::string server = run_detached({"sh", "-c", "sleep 0.2; echo server listening on 8080; sleep 60"});
+    const std::string busy = run_detached({"sh", "-c", "while :; do echo busy; sleep 0.05; done"});
+    const std::string quick = run_detached({"sh", "-c", "echo bye; exit 0"});
     ASSERT_FALSE(sleeper.empty() || server.empty() || busy.empty() || quick.empty());
 
     auto r = cli({"wait", "--timeout", "0.3", sleeper});
@@ -322,8 +322,8 @@ TEST_F(CliSessions, WaitForExitQuietAndTextEachWithItsTimeout) {
 
 TEST_F(CliSessions, KillEndsTheSessionAndKillWithASignalSignalsIt) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string a = start_detached({"sleep", "60"});
-    const std::string b = start_detached({"sleep", "60"});
+    const std::string a = run_detached({"sleep", "60"});
+    const std::string b = run_detached({"sleep", "60"});
     ASSERT_FALSE(a.empty() || b.empty());
     auto r = cli({"kill", a});
     EXPECT_EQ(r.status, 0) << r.transcript;
@@ -345,7 +345,7 @@ TEST_F(CliSessions, KillEndsTheSessionAndKillWithASignalSignalsIt) {
 
 TEST_F(CliSessions, SendKeysControlCInterruptsASleep) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string id = start_detached({"sleep", "60"});
+    const std::string id = run_detached({"sleep", "60"});
     ASSERT_FALSE(id.empty());
     auto r = cli({"send", "--keys", id, "C-c"});
     EXPECT_EQ(r.status, 0) << r.transcript;
@@ -356,7 +356,7 @@ TEST_F(CliSessions, SendKeysControlCInterruptsASleep) {
 
 TEST_F(CliSessions, SendJoinsItsArgumentsAndKeysAreNamed) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string id = start_detached({"cat"});
+    const std::string id = run_detached({"cat"});
     ASSERT_FALSE(id.empty());
     EXPECT_EQ(cli({"send", id, "two", "words"}).status, 0);
     EXPECT_EQ(cli({"send", "--keys", id, " and", "Space", "keys", "Enter"}).status, 0);
@@ -384,7 +384,7 @@ TEST_F(CliSessions, AnUnknownOrMalformedIdIsRefused) {
 
 TEST_F(CliSessions, AnObserverSeesOutputAndItsInputGoesNowhere) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string id = start_detached({"cat"});
+    const std::string id = run_detached({"cat"});
     ASSERT_FALSE(id.empty());
     auto observer = run_cli({"attach", "--observe", id}, ClientOptions::Stdin::Pipe);
     ASSERT_NE(observer, nullptr);
@@ -405,7 +405,7 @@ TEST_F(CliSessions, AnObserverSeesOutputAndItsInputGoesNowhere) {
 
 TEST_F(CliSessions, AControllerOnATerminalReplaysTheScreenTypesAndDetachesWithTheKeys) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string id = start_detached({"sh", "-c", "echo before-attach; read go; stty size; exec cat"});
+    const std::string id = run_detached({"sh", "-c", "echo before-attach; read go; stty size; exec cat"});
     ASSERT_FALSE(id.empty());
     expect_text(id, "before-attach");
     auto options = client_options(ClientOptions::Stdin::Pty);
@@ -432,7 +432,7 @@ TEST_F(CliSessions, AControllerOnATerminalReplaysTheScreenTypesAndDetachesWithTh
 
 TEST_F(CliSessions, AControllerOnAPipeForwardsInputAndDetachesWithItsOwnKeys) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string id = start_detached({"cat"});
+    const std::string id = run_detached({"cat"});
     ASSERT_FALSE(id.empty());
     auto controller = run_cli({"attach", "--from", "tail", "--detach-keys", "ctrl-a,d", id}, ClientOptions::Stdin::Pipe);
     ASSERT_NE(controller, nullptr);
@@ -449,7 +449,7 @@ TEST_F(CliSessions, AControllerOnAPipeForwardsInputAndDetachesWithItsOwnKeys) {
 
 TEST_F(CliSessions, AttachExitsWithTheSessionsStatusWhenItEnds) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string id = start_detached({"sh", "-c", "read x; echo got $x; exit 7"});
+    const std::string id = run_detached({"sh", "-c", "read x; echo got $x; exit 7"});
     ASSERT_FALSE(id.empty());
     auto controller = run_cli({"attach", id}, ClientOptions::Stdin::Pipe);
     ASSERT_NE(controller, nullptr);
@@ -461,7 +461,7 @@ TEST_F(CliSessions, AttachExitsWithTheSessionsStatusWhenItEnds) {
 
 TEST_F(CliSessions, ASecondControllerIsBusyUnlessItTakesOver) {
     ASSERT_NE(start_daemon(), nullptr);
-    const std::string id = start_detached({"cat"});
+    const std::string id = run_detached({"cat"});
     ASSERT_FALSE(id.empty());
     auto first = run_cli({"attach", id}, ClientOptions::Stdin::Pipe);
     ASSERT_NE(first, nullptr);

@@ -39,22 +39,6 @@ const std::string kGatedExpected =
 
 class Restart : public EndToEnd {
 protected:
-    std::string start_detached(const std::vector<std::string>& argv) {
-        auto c = connect_as_account();
-        if (!c) return {};
-        UniqueFd cwd = open_work_dir();
-        auto request = RawClient::start_request(argv, session_env(), cwd.get());
-        request.detach = true;
-        if (const int e = c->send_start(request, {cwd.get()}); e != 0) {
-            ADD_FAILURE() << "START: " << std::strerror(e);
-            return {};
-        }
-        std::string seen;
-        const auto started = c->expect_started(kReply, &seen);
-        if (!started) ADD_FAILURE() << "no STARTED: " << seen;
-        return started ? started->id : std::string();
-    }
-
     // One request on a fresh connection; every frame until the daemon closes. A connection
     // made while the daemon re-execs waits in the listener's backlog for the next run.
     std::vector<protocol::Frame> request(FrameType type, const std::string& payload) {

@@ -145,21 +145,11 @@ class Screen : public EndToEnd {
 
     // Starts argv detached (no controller: the daemon's screen answers queries).
     std::string start_detached(const std::vector<std::string>& argv, int cols = 80, int rows = 24) {
-        auto c = connect_as_account();
-        if (!c) return {};
-        UniqueFd cwd = open_work_dir();
-        auto request = RawClient::start_request(argv, env(), cwd.get());
-        request.detach = true;
-        request.term = "xterm-256color";
-        request.size = {static_cast<std::uint16_t>(rows), static_cast<std::uint16_t>(cols)};
-        if (const int e = c->send_start(request, {cwd.get()}); e != 0) {
-            ADD_FAILURE() << "START: " << std::strerror(e);
-            return {};
-        }
-        std::string seen;
-        const auto started = c->expect_started(kReply, &seen);
-        if (!started) ADD_FAILURE() << "no STARTED: " << seen;
-        return started ? started->id : std::string();
+        return EndToEnd::start_detached(argv, [&](protocol::StartRequest& request) {
+            request.env = env();
+            request.term = "xterm-256color";
+            request.size = {static_cast<std::uint16_t>(rows), static_cast<std::uint16_t>(cols)};
+        });
     }
 
     // SNAPSHOT; nullopt with `error` set on an ERROR.

@@ -30,28 +30,6 @@ std::string seq_output(int n) {
 
 class Sessions : public EndToEnd {
 protected:
-    // Starts `argv` detached and returns its id; the starting connection is closed.
-    std::string start_detached(const std::vector<std::string>& argv) {
-        auto c = connect_as_account();
-        if (!c) return {};
-        UniqueFd cwd = open_work_dir();
-        auto request = RawClient::start_request(argv, session_env(), cwd.get());
-        request.detach = true;
-        if (const int e = c->send_start(request, {cwd.get()}); e != 0) {
-            ADD_FAILURE() << "START: " << std::strerror(e);
-            return {};
-        }
-        std::string seen;
-        const auto started = c->expect_started(kReply, &seen);
-        if (!started) {
-            ADD_FAILURE() << "no STARTED: " << seen;
-            return {};
-        }
-        EXPECT_TRUE(protocol::is_session_id(started->id)) << started->id;
-        EXPECT_NE(started->unit.find(started->id), std::string::npos);
-        return started->id;
-    }
-
     // Sends one request and gathers every frame until the daemon closes.
     std::vector<protocol::Frame> exchange(RawClient& c, FrameType type, const std::string& payload,
                                           Millis timeout = kReply) {

@@ -119,6 +119,29 @@ std::unique_ptr<RawClient> EndToEnd::connect_as(uid_t uid, gid_t gid, std::vecto
     return client;
 }
 
+std::string EndToEnd::start_detached(const std::vector<std::string>& argv,
+                                     const std::function<void(protocol::StartRequest&)>& adjust) {
+    auto c = connect_as_account();
+    if (!c) return {};
+    UniqueFd cwd = open_work_dir();
+    auto request = RawClient::start_request(argv, session_env(), cwd.get());
+    request.detach = true;
+    if (adjust) adjust(request);
+    if (const int e = c->send_start(request, {cwd.get()}); e != 0) {
+        ADD_FAILURE() << "START: " << std::strerror(e);
+        return {};
+    }
+    std::string seen;
+    const auto started = c->expect_started(Millis(10000), &seen);
+    if (!started) {
+        ADD_FAILURE() << "no STARTED: " << seen;
+        return {};
+    }
+    EXPECT_TRUE(protocol::is_session_id(started->id)) << started->id;
+    EXPECT_NE(started->unit.find(started->id), std::string::npos);
+    return started->id;
+}
+
 std::optional<EndToEnd::StatusSeen> EndToEnd::status_as_root() {
     auto root = connect_as(0, 0, {});
     if (!root) return std::nullopt;

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "common/unique_fd.h"
 #include "protocol/payloads.h"
+#include "protocol/session_payloads.h"
 #include "support/client_process.h"
 #include "support/daemon.h"
 #include "support/raw_client.h"
@@ -65,6 +67,11 @@ protected:
     // Returns the STARTED payload or nullopt after recording a failure.
     std::optional<protocol::Started> start_session(RawClient& client,
                                                    const std::vector<std::string>& argv);
+    // START for argv, detached, on a connection of its own (closed once STARTED came);
+    // `adjust` may change the request first (its environment, terminal, size). Returns the
+    // session's id, or "" after recording a failure.
+    std::string start_detached(const std::vector<std::string>& argv,
+                               const std::function<void(protocol::StartRequest&)>& adjust = {});
 
     std::optional<Account> account_;
     std::unique_ptr<TempDir> dir_;
