@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "protocol/json_members.h"
+
 namespace ptyvisor::protocol {
 namespace {
 
@@ -23,26 +25,9 @@ constexpr int kMaxStatusContainerDepth = 2;
 // above). False with `why` otherwise; the depth is checked while parsing, so a deep input
 // costs no stack.
 bool parse_object(std::string_view text, int max_depth, json& out, std::string& why) {
-    bool too_deep = false;
-    json::parser_callback_t limit_depth = [&too_deep, max_depth](int depth, json::parse_event_t event, json&) {
-        const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-        if (opens && depth > max_depth) too_deep = true;
-        return !too_deep;
-    };
-    json value = json::parse(text.begin(), text.end(), limit_depth, /*allow_exceptions=*/false);
-    if (too_deep) {
-        why = "payload nests too deeply";
-        return false;
-    }
-    if (value.is_discarded()) {
-        why = "payload is not valid JSON";
-        return false;
-    }
-    if (!value.is_object()) {
-        why = "payload is not a JSON object";
-        return false;
-    }
-    out = std::move(value);
+    auto value = json_members::parse_object(text, max_depth, why);
+    if (!value) return false;
+    out = std::move(*value);
     return true;
 }
 
@@ -175,10 +160,8 @@ constexpr std::array<std::pair<ExitReason, std::string_view>, 10> kReasons{{
     {ExitReason::BackendFailed, "backend_failed"},
 }};
 
-std::string dump(const json& j) {
-    // Replace invalid UTF-8 rather than throw: a message may quote hostile bytes.
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+// Replaces invalid UTF-8 rather than throw: a message may quote hostile bytes.
+using json_members::dump;
 
 // The length of the valid UTF-8 sequence at the start of `text`, or 0 (RFC 3629: no overlong
 // forms, no surrogates, nothing above U+10FFFF).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "protocol/json_members.h"
 #include "protocol/session_payloads.h"
 
 namespace ptyvisor::protocol {
@@ -14,43 +15,17 @@ using nlohmann::json;
 // Code points one cell may hold (a base and its combining marks), times UTF-8's 4 bytes.
 constexpr std::size_t kMaxBytesPerCell = 6 * 4;
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-std::optional<json> parse_object(std::string_view text, int max_depth, std::string& why) {
-    bool too_deep = false;
-    json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {
-        const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-        if (opens && depth > max_depth) too_deep = true;
-        return !too_deep;
-    };
-    json value = json::parse(text.begin(), text.end(), limit, /*allow_exceptions=*/false);
-    if (too_deep) why = "payload nests too deeply";
-    else if (value.is_discarded()) why = "payload is not valid JSON";
-    else if (!value.is_object()) why = "payload is not a JSON object";
-    else return value;
-    return std::nullopt;
-}
-
-bool fail(std::string& why, const std::string& key, const char* what) {
-    why = "'" + key + "' " + what;
-    return false;
-}
+using json_members::dump;
+using json_members::fail;
+using json_members::MemberReader;
+using json_members::parse_object;
 
 bool get_uint(const json& o, const char* key, std::uint64_t hi, std::uint64_t& out, std::string& why) {
-    const auto it = o.find(key);
-    if (it == o.end()) return fail(why, key, "is missing");
-    if (!it->is_number_unsigned()) return fail(why, key, "must be an unsigned integer");
-    if (it->get<std::uint64_t>() > hi) return fail(why, key, "is out of range");
-    out = it->get<std::uint64_t>();
-    return true;
+    return MemberReader{o, why}.u64(key, out, hi);
 }
 
 bool get_bool(const json& o, const char* key, bool& out, std::string& why, bool required = true) {
-    const auto it = o.find(key);
-    if (it == o.end()) return required ? fail(why, key, "is missing") : true;
-    if (!it->is_boolean()) return fail(why, key, "must be a boolean");
-    out = it->get<bool>();
-    return true;
+    return MemberReader{o, why}.boolean(key, out, required);
 }
 
 // A line of screen text: a string of at most max_bytes, no control characters (the

@@ -4,77 +4,21 @@
 
 #include <algorithm>
 
+#include "protocol/json_members.h"
+
 namespace ptyvisor::protocol {
 namespace {
 
 using nlohmann::json;
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+using json_members::dump;
 
-// Parses a JSON object whose containers nest at most `max_depth` below it (requests: 0,
-// flat; replies: a list of sessions, each with its argv and exit).
 std::optional<json> parse(std::string_view text, int max_depth, std::string& why) {
-    bool too_deep = false;
-    json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {
-        const bool opens = event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-        if (opens && depth > max_depth) too_deep = true;
-        return !too_deep;
-    };
-    json value = json::parse(text.begin(), text.end(), limit, /*allow_exceptions=*/false);
-    if (too_deep) why = "payload nests too deeply";
-    else if (value.is_discarded()) why = "payload is not valid JSON";
-    else if (!value.is_object()) why = "payload is not a JSON object";
-    else return value;
-    return std::nullopt;
+    return json_members::parse_object(text, max_depth, why);
 }
 
 // Member readers: false with `why` when the member is missing (and required) or wrong.
-struct Reader {
-    const json& o;
-    std::string& why;
-
-    const json* find(const char* key, bool required) {
-        const auto it = o.find(key);
-        if (it != o.end()) return &*it;
-        if (required) why = std::string("'") + key + "' is missing";
-        return nullptr;
-    }
-    bool fail(const char* key, const char* what) {
-        why = std::string("'") + key + "' " + what;
-        return false;
-    }
-    bool u64(const char* key, std::uint64_t& out, std::uint64_t hi, bool required = true) {
-        const json* v = find(key, required);
-        if (!v) return !required;
-        if (!v->is_number_unsigned()) return fail(key, "must be an unsigned integer");
-        if (v->get<std::uint64_t>() > hi) return fail(key, "is out of range");
-        out = v->get<std::uint64_t>();
-        return true;
-    }
-    bool i64(const char* key, std::int64_t& out, bool required = true) {
-        const json* v = find(key, required);
-        if (!v) return !required;
-        if (!v->is_number_integer()) return fail(key, "must be an integer");
-        out = v->get<std::int64_t>();
-        return true;
-    }
-    bool str(const char* key, std::string& out, std::size_t max_len, bool required = true) {
-        const json* v = find(key, required);
-        if (!v) return !required;
-        if (!v->is_string()) return fail(key, "must be a string");
-        const auto& s = v->get_ref<const std::string&>();
-        if (s.size() > max_len) return fail(key, "is too long");
-        if (s.find('\0') != std::string::npos) return fail(key, "contains a NUL byte");
-        out = s;
-        return true;
-    }
-    bool boolean(const char* key, bool& out, bool required = true) {
-        const json* v = find(key, required);
-        if (!v) return !required;
-        if (!v->is_boolean()) return fail(key, "must be a boolean");
-        out = v->get<bool>();
-        return true;
-    }
+struct Reader : json_members::MemberReader {
     bool id(std::string& out) {
         if (!str("id", out, kSessionIdLength)) return false;
         if (!is_session_id(out)) return fail("id", "must be 32 lowercase hex digits");
@@ -129,7 +73,7 @@ Decoded<T> decode_with(std::string_view text, int depth, F read) {
     const auto o = parse(text, depth, why);
     if (!o) return Decoded<T>::fail(why);
     T v{};
-    Reader r{*o, why};
+    Reader r{{*o, why}};
     if (!read(r, v)) return Decoded<T>::fail(why);
     return {std::move(v), {}};
 }
