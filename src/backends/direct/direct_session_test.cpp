@@ -304,6 +304,28 @@ TEST_F(DirectSessions, ASessionGetsTheNiceValueTheDaemonStartedWith) {
     ASSERT_TRUE(stop(*session));
 }
 
+// An administrator may start the daemon at a negative nice value (Nice=-5 in its unit). That
+// value is the daemon's, not the agent's: session_nice() floors at 0, so a session is never
+// scheduled above an ordinary process of the agent. Run in a fresh process (a "threadsafe"
+// death test re-executes the binary), where original_nice() has not been read yet, as in a
+// daemon that starts at -5. The command exits with its nice value plus 20.
+TEST_F(DirectSessions, ADaemonStartedAtANegativeNiceStartsSessionsAtZero) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    if (::geteuid() != 0) GTEST_SKIP() << "only root may start at a negative nice value";
+    EXPECT_EXIT(
+        {
+            if (::setpriority(PRIO_PROCESS, 0, -5) < 0 || original_nice() != -5) std::_Exit(90);
+            auto backend = make();
+            if (!backend) std::_Exit(91);
+            Observed o;
+            auto session = start(*backend, {"sh", "-c", "exit $(( $(cut -d' ' -f19 /proc/self/stat) + 20 ))"}, o);
+            if (!session || !run_until([&] { return o.exited.has_value(); })) std::_Exit(92);
+            std::_Exit(o.exited->kind == ExitStatus::Kind::Exited ? o.exited->code : 93);
+        },
+        ::testing::ExitedWithCode(20), "")
+        << "exit 20 + n: the session ran at nice n; 90-93: the setup failed";
+}
+
 // The daemon's loop thread asks for a short slice (common/scheduling.h), and a child inherits
 // it: a session that kept it was preempted ten times as often, and took CPU promptness the
 // agent's own processes do not have. The command exits 3 if its se.slice is the short one.
