@@ -31,6 +31,10 @@ std::uint64_t usec(std::chrono::duration<double> d) { return to_usec(d); }
 // How long output waits for refused descriptors to be closed. Closing takes microseconds,
 // unless the client made it block; then the ERROR goes out anyway.
 constexpr std::uint64_t kDisposeWaitUsec = 100'000;
+// How long a bulk session's output may wait for a whole frame (connection.h): less than a
+// frame at 60 Hz, lost on a person; and fifteen floods' clients wake 100 times a second
+// each at most, not thousands.
+constexpr std::uint64_t kBulkOutputDelayUsec = 10'000;
 
 }  // namespace
 
@@ -401,7 +405,21 @@ void Connection::session_input_room() { update_socket_events(); }
 
 void Connection::session_changed() {
     if (waiter_) return check_wait();
+    if (output_may_wait()) return;
     flush_output();
+}
+
+// Whether the session's new output may wait for more (see the invariants in connection.h):
+// true when it will be written by batch_timer_.
+bool Connection::output_may_wait() {
+    if (!session_ || !relaying_ || !session_->bulk() || session_->state() == Session::State::Ended) return false;
+    if (!out_.empty() || session_->log().end() - cursor_ >= protocol::kMaxIoPayloadSize) return false;
+    if (batch_timer_) return true;
+    const int r = rearm_timer(server_.event(), batch_timer_, kBulkOutputDelayUsec, guarded("batch timer", [this] {
+                                  batch_timer_.reset();
+                                  flush_output();
+                              }));
+    return r >= 0;  // else it is written now
 }
 
 void Connection::session_gone() {

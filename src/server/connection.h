@@ -29,6 +29,11 @@
 //    ERROR and every reply are last frames, followed by close.
 //  - Frames are written in the connection's version; before the first frame is read, in
 //    version 1, which every client reads.
+//  - A bulk session's output (Session::bulk: a flood) is written once a whole frame has come,
+//    or kBulkOutputDelay after the first byte that waits, whichever is first; any other
+//    session's at once. Every OUTPUT frame wakes the client, and each wakeup costs the machine
+//    more than the bytes: fifteen floods woke their clients thousands of times a second, and
+//    the keystrokes of a sixteenth session waited for a CPU behind them.
 //  - Memory is bounded: at most one decoder frame, the session's held input, and
 //    kPumpBytes (+ one frame) of OUTPUT per connection; a READ reply, at most one log.
 #pragma once
@@ -134,6 +139,7 @@ private:
     void handle_signal(const protocol::Frame& frame);
     void pump_output();
     void flush_output();
+    bool output_may_wait();
     void update_socket_events();
     void on_stalled();
     void on_event_failure(int r, const char* what);
@@ -186,6 +192,7 @@ private:
     bool detach_requested_ = false;  // START with detach
 
     EventSource socket_source_, handshake_timer_, stall_timer_, dispose_timer_, wait_timer_, quiet_timer_;
+    EventSource batch_timer_;  // armed while a bulk session's output waits (session_changed)
 
     // The session this connection is attached to, in its role; null once it has gone.
     Session* session_ = nullptr;

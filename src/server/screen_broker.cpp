@@ -311,15 +311,30 @@ void ScreenBroker::open_in_worker(Tracked& t) {
           std::move(readonly));
 }
 
-void ScreenBroker::send_advance(Tracked& t) {
+void ScreenBroker::send_advance(Tracked& t, Batch batch) {
     if (!socket_ || t.advance_in_flight) return;
     const std::uint64_t end = t.session->log().end();
     if (end == t.notified_end) return;
+    if (batch == Batch::Allowed && t.session->bulk() && end - t.notified_end < kBulkAdvanceBytes) {
+        if (!batch_timer_) {
+            const int r = rearm_timer(server_.event(), batch_timer_, kBulkAdvanceDelayUsec, [this] { on_batch_timer(); });
+            if (r >= 0) return;
+            log_error_errno(r, "cannot arm the screen's batch timer");  // then no batching
+        } else {
+            return;
+        }
+    }
     t.notified_end = end;
     t.advance_in_flight = true;
     queue(screen::Writer(MessageType::Advance).put(t.number).put(end).finish());
     work_.push_back({t.number, true});
     owe_reply();
+}
+
+// The bulk sessions' Advances that waited for more output: whatever has come is due now.
+void ScreenBroker::on_batch_timer() {
+    batch_timer_.reset();
+    for (auto& [session, t] : tracked_) send_advance(t, Batch::Never);
 }
 
 // ---- Session hooks -----------------------------------------------------------------------

@@ -24,8 +24,12 @@
 // that the others' come back.
 //
 // Notices are coalesced: at most one Advance per session is unacknowledged, so a flood of
-// output costs the worker one message per reply, not one per read. Idle sessions cost
-// nothing: no timer runs while nothing is owed.
+// output costs the worker one message per reply, not one per read. A bulk session (one that
+// floods, Session::bulk) is told of its output only once kBulkAdvanceBytes have come, or
+// kBulkAdvanceDelayUsec after the first byte it has not been told of: each round costs the
+// worker and the daemon a wakeup, which on a loaded machine costs more than parsing 64 KiB.
+// A SNAPSHOT is never stale for it (it names the log's end), and a query in a flood is
+// answered that much later. Idle sessions cost nothing: no timer runs while nothing is owed.
 #pragma once
 
 #include <sys/types.h>
@@ -59,6 +63,8 @@ class ScreenBroker {
     static constexpr std::uint64_t kFirstBackoffUsec = 100'000;
     static constexpr std::uint64_t kMaxBackoffUsec = 10'000'000;
     static constexpr std::uint32_t kScrollbackLines = 1000;
+    static constexpr std::uint64_t kBulkAdvanceBytes = 256 * 1024;
+    static constexpr std::uint64_t kBulkAdvanceDelayUsec = 10'000;
 
     explicit ScreenBroker(Server& server) : server_(server) {}
     ~ScreenBroker();
@@ -115,7 +121,12 @@ class ScreenBroker {
 
     bool spawn(std::string& why);
     void open_in_worker(Tracked& t);
-    void send_advance(Tracked& t);
+    enum class Batch { Allowed, Never };
+    // Tells the worker how far the session's log has grown, unless an Advance is unanswered,
+    // or the session is bulk, `batch` allows waiting, and too little has come (then the
+    // batch timer will).
+    void send_advance(Tracked& t, Batch batch = Batch::Allowed);
+    void on_batch_timer();
     void queue(std::vector<std::uint8_t> bytes, UniqueFd fd = {});
     void flush();
     void on_socket(std::uint32_t revents);
@@ -151,6 +162,7 @@ class ScreenBroker {
     pid_t pid_ = 0;
     UniqueFd pidfd_, socket_;
     EventSource socket_source_, pidfd_source_, deadline_timer_, restart_timer_;
+    EventSource batch_timer_;  // armed while a bulk session's Advance waits (send_advance)
     std::deque<Outgoing> outgoing_;
     std::vector<std::uint8_t> incoming_;
     std::uint64_t owed_ = 0;  // replies the worker owes (Advance and Snapshot)

@@ -83,6 +83,8 @@ public:
     [[nodiscard]] const std::vector<std::string>& argv() const { return argv_; }
     [[nodiscard]] const std::string& cwd() const { return cwd_; }
     [[nodiscard]] std::int64_t created() const { return created_; }
+    // Whether the terminal flooded in its last input event (see read_terminal): a bulk session.
+    [[nodiscard]] bool bulk() const { return bulk_; }
     // The registry's order of creation (1, 2, ...): `created` has only seconds.
     [[nodiscard]] std::uint64_t sequence() const { return sequence_; }
     void set_sequence(std::uint64_t sequence) { sequence_ = sequence; }
