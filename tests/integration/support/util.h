@@ -36,8 +36,9 @@ bool full_scale();
 // Picks the CI or the full-scale value.
 std::size_t scaled(std::size_t ci, std::size_t full);
 // For the volume tests, whose subject is loss or growth under load: an ASan+UBSan build, ten
-// times slower, runs the same paths over a smaller volume (the default build carries the
-// volume; the sanitizers look for memory errors, which the first rounds already exercise).
+// times slower, and a run with every daemon under valgrind (PTYVISOR_VALGRIND), slower still,
+// run the same paths over a smaller volume (the default build carries the volume; the
+// sanitizers and memcheck look for memory errors, which the first rounds already exercise).
 std::size_t scaled(std::size_t ci, std::size_t sanitized, std::size_t full);
 
 struct Account {
