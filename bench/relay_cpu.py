@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Where a relay's CPU goes: N bytes of zeros through `ptyvisor run` and through `script`.
+
+    bench/relay_cpu.py --build DIR [--baseline DIR] [--bytes N] [--rounds R]
+
+DIR (and the baseline's) holds ptyvisord, ptyvisor and ptyvisor-screen. Each gets a private
+daemon (direct backend, screen worker on) started here as a service would be (a process
+session of its own). Round r runs every contender once, in an order rotated by r; each runs
+`head -c N /dev/zero` as the test account, its stdout to /dev/null (no reader's cost).
+
+Per contender it prints medians over the rounds of:
+  wall       the client process's wall time, and N / wall;
+  busy       the whole machine's busy CPU (/proc/stat: all but idle and iowait), which takes in
+             the tty's kworkers, that no process is charged for;
+  daemon     ptyvisord's CPU (its own threads; not the sessions it reaped);
+  worker     ptyvisor-screen's CPU, and its voluntary context switches (its wakeups);
+  client     the client's CPU as reaped: the CLI alone (the daemon starts the command), or
+             script with `head`, its child.
+Needs root. Nothing is retried; a contender that fails stops the run.
+"""
+import argparse
+import glob
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ACCOUNT = "ptyvisor-test"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def as_account(argv):
+    return ["setpriv", f"--reuid={ACCOUNT}", f"--regid={ACCOUNT}", "--init-groups"] + argv
+
+
+def cpu_seconds(pid):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+    except OSError:
+        return 0.0
+
+
+def voluntary_switches(pid):
+    try:
+        return int(open(f"/proc/{pid}/status").read().split("voluntary_ctxt_switches:")[1].split()[0])
+    except (OSError, IndexError):
+        return 0
+
+
+def children_named(parent, name):
+    found = []
+    for comm in glob.glob("/proc/[0-9]*/comm"):
+        pid = int(comm.split("/")[2])
+        try:
+            if open(comm).read().strip() == name and int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(pid)
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def machine_busy():
+    values = list(map(int, open("/proc/stat").readline().split()[1:]))
+    return (sum(values) - values[3] - values[4]) / TICK
+
+
+def start_daemon(bindir, work):
+    socket_path = os.path.join(work, "d.sock")
+    config = os.path.join(work, "d.toml")
+    with open(config, "w") as f:
+        f.write(f'user = "{ACCOUNT}"\nsocket = "{socket_path}"\nbackend = "direct"\n'
+                f'state_directory = "{os.path.join(work, "state")}"\n')
+    daemon = subprocess.Popen([os.path.join(bindir, "ptyvisord"), "--config", config],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not (os.path.exists(socket_path) and children_named(daemon.pid, "ptyvisor-screen")):
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            sys.exit(f"relay_cpu: the daemon of {bindir} did not come up with its screen worker")
+        time.sleep(0.05)
+    return daemon, socket_path
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--baseline")
+    parser.add_argument("--bytes", type=int, default=64 << 20)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("relay_cpu: needs root")
+    work = tempfile.mkdtemp(prefix="ptyvisor-relay-cpu.")
+    os.chmod(work, 0o755)
+    command = f"head -c {args.bytes} /dev/zero"
+    daemons, contenders = {}, {}
+    try:
+        for name, bindir in (("ptyvisor (CLI)", args.build), ("ptyvisor (baseline CLI)", args.baseline)):
+            if not bindir:
+                continue
+            sub = os.path.join(work, str(len(daemons)))
+            os.mkdir(sub)
+            os.chmod(sub, 0o755)
+            daemons[name] = start_daemon(os.path.abspath(bindir), sub)
+            contenders[name] = as_account([os.path.join(os.path.abspath(bindir), "ptyvisor"), "run", "--socket",
+                                           daemons[name][1], "--quiet", "--", "sh", "-c", command])
+        contenders["script"] = as_account(["script", "-q", "-c", command, "/dev/null"])
+        names = list(contenders)
+        samples = {name: [] for name in names}
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                daemon = daemons[name][0].pid if name in daemons else None
+                workers = children_named(daemon, "ptyvisor-screen") if daemon else []
+                d0 = cpu_seconds(daemon) if daemon else 0.0
+                w0 = sum(cpu_seconds(w) for w in workers)
+                s0 = sum(voluntary_switches(w) for w in workers)
+                c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                b0, t0 = machine_busy(), time.perf_counter()
+                subprocess.run(contenders[name], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd="/tmp", check=True)
+                wall, busy = time.perf_counter() - t0, machine_busy() - b0
+                c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                samples[name].append({
+                    "wall": wall,
+                    "busy": busy,
+                    "daemon": (cpu_seconds(daemon) - d0) if daemon else 0.0,
+                    "worker": sum(cpu_seconds(w) for w in workers) - w0,
+                    "wakeups": sum(voluntary_switches(w) for w in workers) - s0,
+                    "client": c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime,
+                })
+        print(f"{args.bytes} bytes of zeros to /dev/null, median of {args.rounds} rounds (seconds of CPU)")
+        print(f"{'contender':26s} {'wall s':>7s} {'MB/s':>7s} {'busy':>6s} {'daemon':>7s} {'worker':>7s} {'wakeups':>8s} {'client':>7s}")
+        for name in names:
+            med = {k: statistics.median(s[k] for s in samples[name]) for k in samples[name][0]}
+            print(f"{name:26s} {med['wall']:7.3f} {args.bytes / med['wall'] / 1e6:7.1f} {med['busy']:6.2f} "
+                  f"{med['daemon']:7.2f} {med['worker']:7.2f} {med['wakeups']:8.0f} {med['client']:7.2f}")
+    finally:
+        for daemon, _ in daemons.values():
+            daemon.terminate()
+            daemon.wait(timeout=10)
+        subprocess.run(["rm", "-rf", work], check=False)
+
+
+if __name__ == "__main__":
+    main()
