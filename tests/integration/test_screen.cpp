@@ -457,6 +457,10 @@ TEST_F(Queries, SecondaryDeviceAttributes) { EXPECT_EQ(ask("\\x1b[>c", "c"), "\x
 TEST_F(Queries, ForegroundColour) { EXPECT_EQ(ask("\\x1b]10;?\\x1b\\\\", "\\"), "\x1b]10;rgb:f0f0/f0f0/f0f0\x1b\\"); }
 TEST_F(Queries, BackgroundColour) { EXPECT_EQ(ask("\\x1b]11;?\\x07", "\\"), "\x1b]11;rgb:0000/0000/0000\x1b\\"); }
 TEST_F(Queries, PrivateModeReport) { EXPECT_EQ(ask("\\x1b[?25$p", "y"), "\x1b[?25;1$y"); }
+// A flood's output reaches the screen worker in batches (screen_broker.h): a query at the end
+// of a burst that is then followed by nothing is still answered, by the batch timer. The
+// burst (6000 bytes and the query, one write) is read as a flood's.
+TEST_F(Queries, AnsweredAtTheEndOfABurst) { EXPECT_EQ(ask(std::string(6000, 'x') + "\\x1b[c", "c"), "\x1b[?1;2c"); }
 
 // With a controller that relays a real terminal, that terminal answers: the daemon does not.
 TEST_F(Queries, NotAnsweredWhenTheControllerHasATerminal) {

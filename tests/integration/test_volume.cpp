@@ -99,6 +99,26 @@ void pause_for(Millis d) {
     }
 }
 
+// A flood's output may wait in the daemon for a whole frame or 10 ms (connection.h,
+// "Batching" in docs/protocol.md). A flood that stops without ending leaves a tail shorter
+// than a frame, which only the batch timer sends: it must come all the same. Each command
+// writes 6000 bytes and a marker at once, and idles. The daemon mostly reads them as a
+// flood's (2 KiB or more in one event), and then nothing but the timer sends them; the tty
+// may also hand them over in smaller pieces, which are sent at once, so eight sessions make
+// a held tail all but certain.
+TEST_F(EndToEnd, AFloodsLastBytesComeWhileTheSessionIdles) {
+    ASSERT_NE(start_daemon(), nullptr);
+    for (int i = 0; i < 8; ++i) {
+        auto c = connect_as_account();
+        ASSERT_NE(c, nullptr);
+        ASSERT_TRUE(start_session(*c, {"python3", "-c",
+                                       "import os, time; os.write(1, b'x' * 6000 + b'END-OF-FLOOD'); time.sleep(120)"}));
+        std::string seen;
+        ASSERT_TRUE(c->read_output_until("END-OF-FLOOD", Millis(20000), &seen)) << "session " << i << ": " << seen;
+        EXPECT_EQ(c->output(), std::string(6000, 'x') + "END-OF-FLOOD");
+    }
+}
+
 TEST_F(EndToEnd, SlowReaderKeepsDaemonMemoryBounded) {
     DaemonProcess* d = start_daemon();
     ASSERT_NE(d, nullptr);
