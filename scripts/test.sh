@@ -13,13 +13,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
+# Each stage's header says when it began, so that a CI log shows where the time goes.
+stage() { echo "== $* [$(date -u +%H:%M:%S), ${SECONDS}s in]"; }
+
 scripts/ensure-test-account.sh
 
-echo "== default build"
+stage "default build"
 scripts/build.sh default
 ctest --preset default -j "$jobs"
 
-echo "== binaries the test account cannot reach (a clone in /root, mode 0700)"
+stage "binaries the test account cannot reach (a clone in /root, mode 0700)"
 # The suite runs the client as the account; built in a 0700 tree it used to exit 127.
 private=$(mktemp -d /tmp/ptyvisor-private.XXXXXX)   # 0700, root's
 trap 'rm -rf "$private"' EXIT
@@ -29,32 +32,33 @@ PTYVISORD_BIN="$private/ptyvisord" PTYVISOR_BIN="$private/ptyvisor" \
   --gtest_filter='EndToEnd.EchoAndExitCode:EndToEnd.ProcessInsideASessionCannotObtainASession'
 rm -rf "$private"
 
-echo "== plain Release build, configured as a newcomer would (no preset, so no -Werror)"
+stage "plain Release build, configured as a newcomer would (no preset, so no -Werror)"
 # What a packager ships: the daemon and the CLI. (The tests compile in the default build; with
 # no -Werror here a warning cannot fail them, so building them twice would only cost time.)
 cmake -S . -B build/plain-release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/plain-release -j "$jobs" --target ptyvisord ptyvisor
 
-echo "== package: build the .deb, install it, run it as the systemd unit would"
+stage "package: build the .deb, install it, run it as the systemd unit would"
 scripts/test-package.sh build/default
 
-echo "== the clients and the agent integrations, each installed fresh, against a real daemon"
+stage "the clients and the agent integrations, each installed fresh, against a real daemon"
 for suite in clients/python clients/typescript integrations/mcp integrations/opencode; do
-  echo "== $suite"
+  stage "$suite"
   "$suite/test.sh" "$PWD/build/default"
 done
 
-echo "== benchmarks, smoke size"
+stage "benchmarks, smoke size"
 PTYVISOR_BENCH_BUILD=$PWD/build/default bench/run.sh --smoke --out build/bench-smoke
 
 if [ "${PTYVISOR_SKIP_ASAN:-0}" != 1 ]; then
-  echo "== ASan+UBSan build"
+  stage "ASan+UBSan build"
   scripts/build.sh asan
   # valgrind cannot run ASan binaries; memcheck ran on the default build above.
   ctest --preset asan -j "$jobs" -LE valgrind
 fi
 
 if [ "${PTYVISOR_SKIP_FUZZ:-0}" != 1 ]; then
-  echo "== fuzz smoke pass"
+  stage "fuzz smoke pass"
   fuzz/run.sh "${PTYVISOR_FUZZ_SECONDS:-10}"
 fi
+stage "done"
