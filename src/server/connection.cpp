@@ -419,7 +419,10 @@ bool Connection::output_may_wait() {
                                   batch_timer_.reset();
                                   flush_output();
                               }));
-    return r >= 0;  // else it is written now
+    if (r < 0) return false;  // then it is written now
+    // Behind keystrokes: only a priority that cannot be set leaves it at the normal one.
+    sd_event_source_set_priority(batch_timer_.get(), Session::kBulkEventPriority);
+    return true;
 }
 
 void Connection::session_gone() {

@@ -318,7 +318,10 @@ void ScreenBroker::send_advance(Tracked& t, Batch batch) {
     if (batch == Batch::Allowed && t.session->bulk() && end - t.notified_end < kBulkAdvanceBytes) {
         if (!batch_timer_) {
             const int r = rearm_timer(server_.event(), batch_timer_, kBulkAdvanceDelayUsec, [this] { on_batch_timer(); });
-            if (r >= 0) return;
+            if (r >= 0) {
+                sd_event_source_set_priority(batch_timer_.get(), Session::kBulkEventPriority);  // behind keystrokes
+                return;
+            }
             log_error_errno(r, "cannot arm the screen's batch timer");  // then no batching
         } else {
             return;

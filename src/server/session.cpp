@@ -35,7 +35,8 @@ constexpr std::size_t kWaitingReadBudgetPerDispatch = 64 * 1024;
 // keystrokes come from) until an event of its own gives less again.
 constexpr std::size_t kBulkBytesPerDispatch = 2048;
 constexpr std::int64_t kInteractivePriority = SD_EVENT_PRIORITY_NORMAL;
-constexpr std::int64_t kBulkPriority = SD_EVENT_PRIORITY_NORMAL + 10;
+constexpr std::int64_t kBulkPriority = Session::kBulkEventPriority;
+static_assert(kBulkPriority > kInteractivePriority);
 // Bulk terminals of this process (one event loop): whether a read may wait (read_terminal).
 std::size_t g_bulk_terminals = 0;
 

@@ -85,6 +85,10 @@ public:
     [[nodiscard]] std::int64_t created() const { return created_; }
     // Whether the terminal flooded in its last input event (see read_terminal): a bulk session.
     [[nodiscard]] bool bulk() const { return bulk_; }
+    // The event priority of a bulk session's work (its terminal, and the batches of its output
+    // that wait, connection.h and screen_broker.h): sd-event dispatches lower values first, so
+    // it waits behind every interactive terminal and client connection.
+    static constexpr std::int64_t kBulkEventPriority = 10;  // SD_EVENT_PRIORITY_NORMAL + 10
     // The registry's order of creation (1, 2, ...): `created` has only seconds.
     [[nodiscard]] std::uint64_t sequence() const { return sequence_; }
     void set_sequence(std::uint64_t sequence) { sequence_ = sequence; }
