@@ -3,7 +3,8 @@
 
     bench/relay_cpu.py --build DIR [--baseline DIR] [--bytes N] [--rounds R]
 
-DIR (and the baseline's) holds ptyvisord, ptyvisor and ptyvisor-screen. Each gets a private
+DIR (and the baseline's) holds ptyvisord, ptyvisor and ptyvisor-screen, or is a build tree
+(src/server/ptyvisord with ptyvisor-screen beside it, src/cli/ptyvisor). Each gets a private
 daemon (direct backend, screen worker on) started here as a service would be (a process
 session of its own). Round r runs every contender once, in an order rotated by r; each runs
 `head -c N /dev/zero` as the test account, its stdout to /dev/null (no reader's cost).
@@ -22,6 +23,7 @@ import argparse
 import glob
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,6 +70,25 @@ def machine_busy():
     return (sum(values) - values[3] - values[4]) / TICK
 
 
+def binary(tree, name, subdir):
+    """`name` in `tree`, or where a build tree has it (tree/src/subdir/name)."""
+    for candidate in (os.path.join(tree, name), os.path.join(tree, "src", subdir, name)):
+        if os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+    sys.exit(f"relay_cpu: no {name} in {tree}")
+
+
+def install(tree, work):
+    """Copies of the three binaries in `work`/bin, a directory the test account can reach (a
+    clone in /root is mode 0700); the daemon finds its screen worker beside itself."""
+    bindir = os.path.join(work, "bin")
+    os.mkdir(bindir)
+    os.chmod(bindir, 0o755)
+    for name, subdir in (("ptyvisord", "server"), ("ptyvisor-screen", "server"), ("ptyvisor", "cli")):
+        shutil.copy2(binary(tree, name, subdir), os.path.join(bindir, name))
+    return bindir
+
+
 def start_daemon(bindir, work):
     socket_path = os.path.join(work, "d.sock")
     config = os.path.join(work, "d.toml")
@@ -79,7 +100,7 @@ def start_daemon(bindir, work):
     deadline = time.monotonic() + 10
     while not (os.path.exists(socket_path) and children_named(daemon.pid, "ptyvisor-screen")):
         if daemon.poll() is not None or time.monotonic() > deadline:
-            sys.exit(f"relay_cpu: the daemon of {bindir} did not come up with its screen worker")
+            sys.exit(f"relay_cpu: the daemon in {bindir} did not come up with its screen worker")
         time.sleep(0.05)
     return daemon, socket_path
 
@@ -104,8 +125,9 @@ def main():
             sub = os.path.join(work, str(len(daemons)))
             os.mkdir(sub)
             os.chmod(sub, 0o755)
-            daemons[name] = start_daemon(os.path.abspath(bindir), sub)
-            contenders[name] = as_account([os.path.join(os.path.abspath(bindir), "ptyvisor"), "run", "--socket",
+            installed = install(bindir, sub)
+            daemons[name] = start_daemon(installed, sub)
+            contenders[name] = as_account([os.path.join(installed, "ptyvisor"), "run", "--socket",
                                            daemons[name][1], "--quiet", "--", "sh", "-c", command])
         contenders["script"] = as_account(["script", "-q", "-c", command, "/dev/null"])
         names = list(contenders)
