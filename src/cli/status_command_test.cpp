@@ -13,6 +13,7 @@ protocol::StatusReply sample_report() {
     r.sessions.push_back({"ptyvisor-4567.service", 5000, 1, 0, 0, 0, "vi", {}, 0, false});
     r.counters.accepted = 10;
     r.counters.evicted = 1;
+    r.counters.hung_up = 4;
     r.counters.rejected = {{"busy", 2}, {"not_allowed", 3}};
     return r;
 }
@@ -33,6 +34,7 @@ TEST(FormatStatus, SessionsTableAndCounters) {
                         "  accepted              10\n"
                         "  evicted               1\n"
                         "  handshake_timeouts    0\n"
+                        "  hung_up               4\n"
                         "  rate_limited          0\n"
                         "  rejected.busy         2\n"
                         "  rejected.not_allowed  3\n"),
@@ -58,7 +60,7 @@ TEST(FormatStatus, SaysWhenTheSessionListWasLeftOut) {
 }
 
 // What the report looked like when the CLI formatted the daemon's JSON itself: a report the
-// daemon sends decodes, and prints as it did then.
+// daemon sent then (before `hung_up`) decodes, and prints as it did then.
 TEST(FormatStatus, TheDaemonsJsonPrintsAsBefore) {
     const std::string json =
         R"({"backend":"direct","counters":{"accepted":1,"evicted":0,"handshake_timeouts":0,)"

@@ -239,11 +239,13 @@ json status_counters(const StatusReply::Counters& c) {
         if (rejected.size() == kMaxStatusRejectedCodes) break;
         rejected[status_text(code, kMaxStatusNameBytes)] = count;
     }
-    return json{{"accepted", c.accepted},
-                {"rejected", std::move(rejected)},
-                {"rate_limited", c.rate_limited},
-                {"handshake_timeouts", c.handshake_timeouts},
-                {"evicted", c.evicted}};
+    json out{{"accepted", c.accepted},
+             {"rejected", std::move(rejected)},
+             {"rate_limited", c.rate_limited},
+             {"handshake_timeouts", c.handshake_timeouts},
+             {"evicted", c.evicted}};
+    if (c.hung_up) out["hung_up"] = *c.hung_up;
+    return out;
 }
 
 bool get_status_session(const json& o, StatusReply::Session& s, std::string& why) {
@@ -305,13 +307,23 @@ bool get_rejected(const json& counters, std::map<std::string, std::uint64_t>& ou
     return true;
 }
 
+// An unsigned 64-bit member that may be absent (nullopt).
+bool get_optional_uint(const json& o, const char* key, std::optional<std::uint64_t>& out, std::string& why) {
+    if (!o.contains(key)) return true;
+    std::uint64_t v = 0;
+    if (!get_uint(o, key, 0, UINT64_MAX, v, why)) return false;
+    out = v;
+    return true;
+}
+
 bool get_status_counters(const json& o, StatusReply::Counters& c, std::string& why) {
     const json* counters = get_container(o, "counters", /*array=*/false, why);
     if (!counters) return false;
     if (get_uint(*counters, "accepted", 0, UINT64_MAX, c.accepted, why) &&
         get_uint(*counters, "rate_limited", 0, UINT64_MAX, c.rate_limited, why) &&
         get_uint(*counters, "handshake_timeouts", 0, UINT64_MAX, c.handshake_timeouts, why) &&
-        get_uint(*counters, "evicted", 0, UINT64_MAX, c.evicted, why) && get_rejected(*counters, c.rejected, why))
+        get_uint(*counters, "evicted", 0, UINT64_MAX, c.evicted, why) &&
+        get_optional_uint(*counters, "hung_up", c.hung_up, why) && get_rejected(*counters, c.rejected, why))
         return true;
     why = "'counters': " + why;
     return false;

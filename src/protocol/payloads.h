@@ -139,6 +139,9 @@ struct StatusReply {
         std::uint64_t rate_limited = 0;
         std::uint64_t handshake_timeouts = 0;
         std::uint64_t evicted = 0;
+        // Connections dropped at accept because their peer had already closed; absent from
+        // daemons before it was counted (and then not shown).
+        std::optional<std::uint64_t> hung_up;
         // By error code name (at most kMaxStatusNameBytes), at most kMaxStatusRejectedCodes.
         std::map<std::string, std::uint64_t> rejected;
         bool operator==(const Counters&) const = default;

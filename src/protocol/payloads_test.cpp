@@ -566,7 +566,7 @@ StatusReply sample_status() {
     r.sessions.push_back({"ptyvisor-3f1c0e9a2b7d4c58a6e0f1d2c3b4a596.service", 4242, 1234, 1718000000, 512, 65536,
                           "bash", {}, 0, false});
     r.sessions.push_back({"ptyvisor-00000000000000000000000000000000.service", 0, 0, 0, 0, 0, "h\u00e9llo \"x\"", {}, 0, false});
-    r.counters = {57, 0, 2, 0, {{"busy", 1}, {"not_allowed", 3}}};
+    r.counters = {57, 0, 2, 0, std::nullopt, {{"busy", 1}, {"not_allowed", 3}}};  // hung_up: an older daemon's
     return r;
 }
 
@@ -600,7 +600,7 @@ TEST(PayloadRoundTrip, StatusExtremes) {
     r.sessions.push_back({std::string(kMaxStatusUnitBytes, 'u'), std::numeric_limits<std::int32_t>::max(),
                           std::numeric_limits<std::int32_t>::max(), std::numeric_limits<std::int64_t>::max(), kU64,
                           kU64, std::string(kMaxStatusArgv0Bytes, 'a'), {}, 0, false});
-    r.counters = {kU64, kU64, kU64, kU64, {}};
+    r.counters = {kU64, kU64, kU64, kU64, kU64, {}};
     for (std::size_t i = 0; i < kMaxStatusRejectedCodes; ++i)
         r.counters.rejected[std::string(kMaxStatusNameBytes - 3, 'c') + std::to_string(100 + i)] = kU64;
     r.truncated = true;  // a list may say it is incomplete and still carry what it has
@@ -609,9 +609,14 @@ TEST(PayloadRoundTrip, StatusExtremes) {
     EXPECT_EQ(*d.value, r);
 }
 
-// The wire format is the one the daemon sent before STATUS had a struct of its own.
-TEST(PayloadStatus, WireFormatIsUnchanged) {
+// The wire format is the one the daemon sent before STATUS had a struct of its own, with one
+// member more: counters.hung_up (an older client ignores it; an older daemon leaves it out,
+// and EveryFieldIsRead reads that reply).
+TEST(PayloadStatus, WireFormatIsUnchangedButForHungUp) {
     EXPECT_EQ(encode(sample_status()), kSampleStatusJson);
+    StatusReply counted = sample_status();
+    counted.counters.hung_up = 0;
+    EXPECT_EQ(encode(counted), with(kSampleStatusJson, R"("handshake_timeouts":2,)", R"("handshake_timeouts":2,"hung_up":0,)"));
     StatusReply truncated;
     truncated.version = "0.1.0";
     truncated.backend = "direct";
@@ -641,7 +646,13 @@ TEST(PayloadStatus, EveryFieldIsRead) {
     EXPECT_EQ(r.counters.rate_limited, 0u);
     EXPECT_EQ(r.counters.handshake_timeouts, 2u);
     EXPECT_EQ(r.counters.evicted, 0u);
+    EXPECT_FALSE(r.counters.hung_up.has_value());  // absent: a daemon before it counted them
     EXPECT_EQ(r.counters.rejected, (std::map<std::string, std::uint64_t>{{"busy", 1}, {"not_allowed", 3}}));
+    const auto h = decode_status(with(kSampleStatusJson, R"("handshake_timeouts":2,)", R"("handshake_timeouts":2,"hung_up":7,)"));
+    ASSERT_TRUE(h) << h.error;
+    EXPECT_EQ(h.value->counters.hung_up, 7u);
+    EXPECT_EQ(decode_status(with(kSampleStatusJson, R"("handshake_timeouts":2,)", R"("handshake_timeouts":2,"hung_up":-7,)")).error,
+              "'counters': 'hung_up' must be an unsigned integer");
     EXPECT_FALSE(r.truncated);
     const auto t = decode_status(with(kSampleStatusJson, R"("version")", R"("truncated":true,"version")"));
     ASSERT_TRUE(t) << t.error;

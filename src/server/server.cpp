@@ -256,8 +256,10 @@ void Server::accept_one(UniqueFd socket) {
     // A peer that hung up before saying a word (a connect-and-close flood, whose connections
     // wait in the listen queue long enough for that) is dropped unanswered: it can read no
     // ERROR, and nothing it could have sent is left. One recv() instead of a pidfd, a cgroup
-    // read and a connection. Not counted in STATUS: it never reached admission.
+    // read and a connection. Counted apart (STATUS `hung_up`): it never reached admission, and
+    // an operator should still see a flood of them.
     if (char byte = 0; ::recv(socket.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+        ++admission_.counters().hung_up;
         refused_.push_back(Refusal{std::move(socket), ErrorCode::NotAllowed, std::string()});
         return;
     }
@@ -351,6 +353,7 @@ protocol::StatusReply Server::status() const {
     reply.counters.rate_limited = counters.rate_limited;
     reply.counters.handshake_timeouts = counters.handshake_timeouts;
     reply.counters.evicted = counters.evicted;
+    reply.counters.hung_up = counters.hung_up;
     reply.counters.rejected = counters.rejected;
     return reply;
 }

@@ -277,7 +277,8 @@ TEST_F(EndToEnd, SilentClientGetsHandshakeTimeout) {
 // A connect-and-close flood: a connection whose peer has hung up before it is accepted is
 // dropped from one recv(), before its pidfd, its cgroup or a handshake slot (docs/admission.md,
 // "Cost of a refused peer"). The daemon is stopped while they queue, so every one of them is
-// closed when accepted; STATUS, queued behind them, counts only itself as accepted.
+// closed when accepted; STATUS, queued behind them, counts only itself as accepted, and the
+// fifty as hung up.
 TEST_F(EndToEnd, ConnectionsThatHungUpBeforeAcceptAreDroppedBeforeAdmission) {
     DaemonProcess* d = start_daemon();
     ASSERT_NE(d, nullptr);
@@ -292,6 +293,7 @@ TEST_F(EndToEnd, ConnectionsThatHungUpBeforeAcceptAreDroppedBeforeAdmission) {
     const auto status = status_of(*root);
     ASSERT_TRUE(status);
     EXPECT_EQ(status->reply.counters.accepted, 1u) << status->text;
+    EXPECT_EQ(status->reply.counters.hung_up, 50u) << status->text;
     EXPECT_TRUE(status->reply.counters.rejected.empty()) << status->text;
     // And the agent is served as before.
     auto client = connect_as_account();
