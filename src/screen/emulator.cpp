@@ -186,6 +186,18 @@ Emulator::Emulator(std::uint16_t cols, std::uint16_t rows, std::uint32_t scrollb
     vterm_screen_set_unrecognised_fallbacks(screen_, &kFallbacks, this);
     vterm_screen_enable_altscreen(screen_, 1);
     vterm_screen_reset(screen_, 1);
+    prime_repeat();
+}
+
+// REP (CSI Ps b) repeats the last character printed. libvterm 0.1.4 (Debian 12's) advances
+// by that character's width, which is 0 until a first character has been printed: a session
+// whose output starts with CSI 6 b held the screen worker in an endless loop (found by
+// fuzz_screen). A space printed and erased at once gives it a width of 1 and leaves the
+// screen as it was: blank, the cursor home, the pen unchanged. A REP before any character of
+// the session's then repeats spaces (xterm repeats nothing).
+void Emulator::prime_repeat() {
+    static constexpr char kPrime[] = " \r\x1b[K";
+    vterm_input_write(vt_, kPrime, sizeof kPrime - 1);
 }
 
 Emulator::~Emulator() { vterm_free(vt_); }

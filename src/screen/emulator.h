@@ -56,6 +56,7 @@ class Emulator {
   private:
     struct ScrollLine;
     void reset_margins_after_resize();
+    void prime_repeat();  // see emulator.cpp: REP before any character
     void push_scrollback(int cols, const void* cells);
     bool pop_scrollback(int cols, void* cells);
     void answer(const char* bytes, std::size_t length);

@@ -24,6 +24,24 @@ TEST(Emulator, ShowsTextTrimmedWithTheCursorAfterIt) {
     EXPECT_TRUE(s.cursor_visible);
 }
 
+// A fresh screen is blank with the cursor home, and a REP (CSI Ps b) before any character is
+// printed ends: libvterm 0.1.4 looped for ever on it (a session's output could hold the
+// screen worker with six bytes). Without the priming in the constructor this test never ends.
+TEST(Emulator, ARepeatBeforeAnyCharacterEnds) {
+    Emulator fresh(20, 3, 10);
+    const auto blank = fresh.snapshot(0, true);
+    for (const auto& line : blank.lines) EXPECT_EQ(line, "");
+    EXPECT_EQ(blank.cursor_row, 0);
+    EXPECT_EQ(blank.cursor_col, 0);
+    Emulator e(20, 3, 10);
+    feed(e, "\x1b[6bok");
+    const auto s = e.snapshot(0, false);
+    EXPECT_EQ(s.lines[0], "      ok");
+    EXPECT_EQ(s.cursor_col, 8);
+    feed(e, "\r\nx\x1b[3b");
+    EXPECT_EQ(e.snapshot(0, false).lines[1], "xxxx");
+}
+
 TEST(Emulator, WideCharactersTakeTwoCellsAndCombiningMarksStay) {
     Emulator e(10, 2, 0);
     feed(e, "\xe4\xb8\xad\xe6\x96\x87x e\xcc\x81");  // 中文x é (e + combining acute)
