@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -135,6 +136,15 @@ std::unique_ptr<DaemonProcess> DaemonProcess::start(const DaemonConfig& config,
         env.emplace_back(*e);
     }
     env.push_back("NOTIFY_SOCKET=" + notify_path);
+    if (!config.preload.empty()) {
+        env.push_back("LD_PRELOAD=" + config.preload);
+        // A sanitized daemon insists on its runtime coming first among the libraries: the
+        // preloaded one comes first instead, harmlessly (it allocates nothing).
+        const char* asan = std::getenv("ASAN_OPTIONS");
+        std::erase_if(env, [](const std::string& e) { return e.starts_with("ASAN_OPTIONS="); });
+        env.push_back(std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") +
+                      "verify_asan_link_order=0");
+    }
     CStrings argv(args);
     CStrings envp(env);
 

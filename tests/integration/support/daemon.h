@@ -53,6 +53,10 @@ struct DaemonConfig {
     // [session.properties]
     std::map<std::string, std::string> properties;
 
+    // Not configuration: a library the daemon's process is started with (LD_PRELOAD), to
+    // inject a fault. Empty: none.
+    std::string preload;
+
     [[nodiscard]] std::string to_toml() const;
 };
 
