@@ -153,13 +153,17 @@ public:
         for (int i = 0; i < 16; ++i) {
             const ssize_t n = ::read(master_, buffer_, sizeof buffer_);
             if (n > 0) {
+                hangups_ = 0;
                 bytes += static_cast<std::uint64_t>(n);
                 if (keep) keep->append(buffer_, static_cast<std::size_t>(n));
                 continue;
             }
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && errno == EAGAIN) return true;
-            // EIO: the last holder of the terminal's peer closed it; all output is in.
+            // EIO: the last holder of the terminal's peer closed it. All output is in only when
+            // reads say so three times in a row: the tty's worker can bring the last KiB after
+            // the first (src/server/session.cpp, read_terminal).
+            if (++hangups_ < 3) continue;
             ended_ = true;
             ::waitpid(pid_, nullptr, 0);
             pid_ = -1;
@@ -186,6 +190,7 @@ private:
     pid_t pid_ = -1;
     int master_ = -1;
     bool ended_ = false;
+    int hangups_ = 0;  // reads in a row that said EIO (pump)
     char buffer_[64 * 1024];
 };
 
