@@ -230,6 +230,7 @@ void ScreenBroker::worker_gone(bool blame) {
     socket_.reset();
     deadline_timer_.reset();
     outgoing_.clear();
+    backlog_bytes_ = backlog_fds_ = 0;
     incoming_.clear();
     owed_ = 0;
     if (blame && !work_.empty()) strike(work_.front().number);
@@ -263,10 +264,14 @@ void ScreenBroker::schedule_restart() {
 
 // ---- To the worker -----------------------------------------------------------------------
 
-void ScreenBroker::queue(std::vector<std::uint8_t> bytes, UniqueFd fd) {
+void ScreenBroker::queue(std::vector<std::uint8_t> bytes, UniqueFd fd, std::uint32_t resize_of,
+                         std::uint64_t resize_at) {
     if (!socket_) return;
-    outgoing_.push_back({std::move(bytes), std::move(fd), 0});
+    backlog_bytes_ += bytes.size();
+    if (fd) ++backlog_fds_;
+    outgoing_.push_back({std::move(bytes), std::move(fd), 0, resize_of, resize_at});
     flush();
+    if (backlog_bytes_ > kMaxBacklogBytes || backlog_fds_ > kMaxBacklogFds) kill_worker("it is too far behind");
 }
 
 void ScreenBroker::flush() {
@@ -278,6 +283,8 @@ void ScreenBroker::flush() {
         if (n < 0 && errno == EAGAIN) break;
         if (n <= 0) return kill_worker("cannot write to it");
         m.sent += static_cast<std::size_t>(n);
+        backlog_bytes_ -= static_cast<std::size_t>(n);
+        if (m.fd) --backlog_fds_;
         m.fd.reset();
         if (m.sent == m.bytes.size()) outgoing_.pop_front();
     }
@@ -329,9 +336,10 @@ void ScreenBroker::send_advance(Tracked& t, Batch batch) {
     }
     t.notified_end = end;
     t.advance_in_flight = true;
-    queue(screen::Writer(MessageType::Advance).put(t.number).put(end).finish());
+    // Owed before it is queued: queue() may find the worker gone, which forgets what is owed.
     work_.push_back({t.number, true});
     owe_reply();
+    queue(screen::Writer(MessageType::Advance).put(t.number).put(end).finish());
 }
 
 // The bulk sessions' Advances that waited for more output: whatever has come is due now.
@@ -357,13 +365,24 @@ void ScreenBroker::output(Session& session) {
 void ScreenBroker::resized(Session& session) {
     const auto it = tracked_.find(&session);
     if (it == tracked_.end() || !socket_) return;
-    work_.push_back({it->second.number, false});
-    queue(screen::Writer(MessageType::Resize)
-              .put(it->second.number)
-              .put(session.log().end())
-              .put(session.size().cols)
-              .put(session.size().rows)
-              .finish());
+    const std::uint32_t number = it->second.number;
+    const std::uint64_t at = session.log().end();
+    auto message = screen::Writer(MessageType::Resize)
+                       .put(number)
+                       .put(at)
+                       .put(session.size().cols)
+                       .put(session.size().rows)
+                       .finish();
+    // The worker would only pass through the size this replaces: no output was written at it.
+    if (!outgoing_.empty()) {
+        Outgoing& last = outgoing_.back();
+        if (last.sent == 0 && last.resize_of == number && last.resize_at == at && last.bytes.size() == message.size()) {
+            last.bytes = std::move(message);
+            return;
+        }
+    }
+    work_.push_back({number, false});
+    queue(std::move(message), {}, number, at);
 }
 
 void ScreenBroker::closed(Session& session) {
@@ -406,6 +425,8 @@ std::uint32_t ScreenBroker::snapshot(Session& session, const protocol::SnapshotR
                 request.attributes};
     p.done = std::move(done);
     pending_[ticket] = std::move(p);
+    work_.push_back({it->second.number, true});  // owed first, as in send_advance
+    owe_reply();
     queue(screen::Writer(MessageType::Snapshot)
               .put(ticket)
               .put(it->second.number)
@@ -413,8 +434,6 @@ std::uint32_t ScreenBroker::snapshot(Session& session, const protocol::SnapshotR
               .put(std::min(request.scrollback, kScrollbackLines))
               .put(std::uint8_t{request.attributes})
               .finish());
-    work_.push_back({it->second.number, true});
-    owe_reply();
     return ticket;
 }
 

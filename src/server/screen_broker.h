@@ -30,6 +30,14 @@
 // worker and the daemon a wakeup, which on a loaded machine costs more than parsing 64 KiB.
 // A SNAPSHOT is never stale for it (it names the log's end), and a query in a flood is
 // answered that much later. Idle sessions cost nothing: no timer runs while nothing is owed.
+//
+// What waits to be sent to the worker is bounded: an agent can resize its terminal far faster
+// than a worker at nice 10 can follow, and each RESIZE used to wait in the daemon's memory
+// (3 million made it grow by 270 MB). A Resize that follows another of the same session with
+// no output between replaces it. Past kMaxBacklogBytes, or kMaxBacklogFds logs waiting to be
+// handed over (sessions started in a burst while the worker is starved), the worker is too
+// far behind to be worth waiting for: it is killed, without blame, and its successor
+// rebuilds every screen from the logs, as after a crash.
 #pragma once
 
 #include <sys/types.h>
@@ -65,6 +73,8 @@ class ScreenBroker {
     static constexpr std::uint32_t kScrollbackLines = 1000;
     static constexpr std::uint64_t kBulkAdvanceBytes = 256 * 1024;
     static constexpr std::uint64_t kBulkAdvanceDelayUsec = 10'000;
+    static constexpr std::size_t kMaxBacklogBytes = 1 << 20;
+    static constexpr std::size_t kMaxBacklogFds = 256;
 
     explicit ScreenBroker(Server& server) : server_(server) {}
     ~ScreenBroker();
@@ -117,6 +127,9 @@ class ScreenBroker {
         std::vector<std::uint8_t> bytes;
         UniqueFd fd;
         std::size_t sent = 0;
+        // A Resize: of which session, at which offset of its log (0: not a Resize).
+        std::uint32_t resize_of = 0;
+        std::uint64_t resize_at = 0;
     };
 
     bool spawn(std::string& why);
@@ -127,7 +140,7 @@ class ScreenBroker {
     // batch timer will).
     void send_advance(Tracked& t, Batch batch = Batch::Allowed);
     void on_batch_timer();
-    void queue(std::vector<std::uint8_t> bytes, UniqueFd fd = {});
+    void queue(std::vector<std::uint8_t> bytes, UniqueFd fd = {}, std::uint32_t resize_of = 0, std::uint64_t resize_at = 0);
     void flush();
     void on_socket(std::uint32_t revents);
     void on_worker_exit();
@@ -164,6 +177,7 @@ class ScreenBroker {
     EventSource socket_source_, pidfd_source_, deadline_timer_, restart_timer_;
     EventSource batch_timer_;  // armed while a bulk session's Advance waits (send_advance)
     std::deque<Outgoing> outgoing_;
+    std::size_t backlog_bytes_ = 0, backlog_fds_ = 0;  // of outgoing_, not yet sent
     std::vector<std::uint8_t> incoming_;
     std::uint64_t owed_ = 0;  // replies the worker owes (Advance and Snapshot)
     std::uint64_t deadline_cpu_usec_ = 0, deadline_wall_usec_ = 0;  // when the deadline was armed

@@ -616,5 +616,122 @@ TEST_F(Screen, FuzzedEscapeSequencesDoNotCrashTheWorker) {
     EXPECT_EQ(worker_of(daemon()->pid()), worker) << "the worker was restarted";
 }
 
+// ---- A worker that falls behind -----------------------------------------------------------
+//
+// What the daemon has yet to send the worker waits in the daemon's memory. The worker runs at
+// nice 10, and an agent can starve it of CPU, or simply outrun it. Stopping it (SIGSTOP) is
+// the worst case, made certain: from then on it reads nothing.
+class ScreenBehind : public Screen {
+  protected:
+    DaemonConfig daemon_config() override {
+        DaemonConfig c = config();
+        c.screen_reply_timeout = 120;  // the stopped worker owes nothing it could be killed for meanwhile
+        c.admissions_per_minute = 1000000;
+        return c;
+    }
+
+    // Starts a session, waits for its screen (the worker is up and has answered), and stops
+    // the worker. Returns its pid, or 0 after recording a failure.
+    pid_t stop_the_worker() {
+        const std::string id = start_detached({"sh", "-c", "echo worker-up; exec sleep 120"});
+        if (id.empty()) return 0;
+        settle(screen_of(id), [](const Lines& l) { return contains(l, "worker-up"); });
+        const pid_t worker = worker_of(daemon()->pid());
+        EXPECT_GT(worker, 0);
+        if (worker <= 0 || ::kill(worker, SIGSTOP) != 0) return 0;
+        return worker;
+    }
+};
+
+// The attack: RESIZE frames as fast as a socket takes them. Each used to wait for the worker
+// in the daemon's memory, about 90 bytes apiece: 3 million resizes grew the daemon by 270 MB,
+// without bound. A Resize that follows another with no output between replaces it.
+TEST_F(ScreenBehind, AResizeFloodDoesNotGrowTheDaemon) {
+    const std::string id = start_detached({"sh", "-c", "echo resize-me; exec sleep 120"});
+    ASSERT_FALSE(id.empty());
+    settle(screen_of(id), [](const Lines& l) { return contains(l, "resize-me"); });
+    const pid_t worker = stop_the_worker();
+    ASSERT_GT(worker, 0);
+    auto c = connect_as_account();
+    ASSERT_NE(c, nullptr);
+    ASSERT_EQ(c->send_frame(FrameType::Attach, protocol::encode(protocol::AttachRequest{id, {}, false, false})), 0);
+    const auto attached = c->next(kReply);
+    ASSERT_EQ(attached.kind, Incoming::Kind::Frame) << attached.describe();
+    ASSERT_EQ(attached.frame.type, FrameType::Attached) << attached.frame.text();
+
+    const std::size_t resizes = scaled(1000000, 400000, 3000000);  // ASan: 400,000 in about 21 s
+    const std::size_t per_batch = 10000;
+    const auto size_of = [](std::size_t i) {
+        return protocol::WindowSize{static_cast<std::uint16_t>(24 + i % 2), static_cast<std::uint16_t>(80 + i % 7)};
+    };
+    std::vector<std::uint8_t> batch;
+    for (std::size_t i = 0; i < per_batch; ++i) {
+        const auto f = protocol::encode_frame(FrameType::Resize, protocol::encode(size_of(i)));
+        batch.insert(batch.end(), f.begin(), f.end());
+    }
+    const long before_kib = daemon()->rss_kib();
+    for (std::size_t sent = 0; sent < resizes; sent += per_batch) ASSERT_EQ(c->send(batch), 0) << "after " << sent;
+    // DETACHED comes once the daemon has handled every frame before it.
+    ASSERT_EQ(c->send_frame(FrameType::Detach, ""), 0);
+    auto detached = c->next(Millis(120000));
+    while (detached.kind == Incoming::Kind::Frame && detached.frame.type == FrameType::Output) detached = c->next(Millis(120000));
+    ASSERT_EQ(detached.kind, Incoming::Kind::Frame) << detached.describe();
+    ASSERT_EQ(detached.frame.type, FrameType::Detached) << detached.frame.text();
+    const long grown_kib = daemon()->rss_kib() - before_kib;
+    // With each resize kept, 1 million grew it by 94 MB. What remains is the allocator's
+    // churn, which levels off: ASan's (its 16 MB quarantine, its shadow) at about 35 MB.
+#if defined(__SANITIZE_ADDRESS__)
+    const long bound_kib = 64 * 1024;
+#else
+    const long bound_kib = 32 * 1024;
+#endif
+    EXPECT_LT(grown_kib, bound_kib) << resizes << " resizes";
+
+    // The worker, let go, catches up with the last size.
+    ASSERT_EQ(::kill(worker, SIGCONT), 0);
+    const auto last = size_of(per_batch - 1);
+    std::optional<protocol::ScreenReply> shown;
+    const auto deadline = Clock::now() + Millis(60000);
+    while (Clock::now() < deadline) {
+        shown = snapshot(id);
+        if (shown && shown->cols == last.cols && shown->rows == last.rows) break;
+        std::this_thread::sleep_for(Millis(50));
+    }
+    ASSERT_TRUE(shown);
+    EXPECT_EQ(shown->cols, last.cols);
+    EXPECT_EQ(shown->rows, last.rows);
+    EXPECT_EQ(worker_of(daemon()->pid()), worker) << "coalesced resizes alone must not cost the worker its life";
+}
+
+// Sessions started in a burst while the worker reads nothing: each waits to hand the worker
+// a copy of its log (a descriptor). The socket to the worker takes a few hundred, then they
+// wait in the daemon. Past 256 of those (ScreenBroker::kMaxBacklogFds), the worker is too far
+// behind to wait for: it is killed, and its successor rebuilds the screens of the sessions
+// still there. Before, the copies piled up for as long as the worker lagged.
+TEST_F(ScreenBehind, ABurstOfSessionsDoesNotPileUpLogsForAStoppedWorker) {
+    const pid_t worker = stop_the_worker();
+    ASSERT_GT(worker, 0);
+    const long fds_before = daemon()->fd_count();
+    long most = fds_before;
+    for (int i = 0; i < 800; ++i) {
+        auto c = connect_as_account();
+        ASSERT_NE(c, nullptr);
+        ASSERT_TRUE(start_session(*c, {"true"})) << "session " << i;
+        std::string seen;
+        ASSERT_TRUE(c->read_until_exit(Millis(20000), &seen)) << "session " << i << ": " << seen;
+        most = std::max(most, daemon()->fd_count());
+    }
+    EXPECT_LT(most, fds_before + 256 + 32) << "descriptors held while the worker was stopped";
+    EXPECT_NE(daemon()->log().find("killing the screen worker"), std::string::npos);
+
+    // A new worker serves, and the stopped one is gone.
+    const std::string id = start_detached({"sh", "-c", "echo after-the-burst; exec sleep 120"});
+    ASSERT_FALSE(id.empty());
+    settle(screen_of(id), [](const Lines& l) { return contains(l, "after-the-burst"); }, Millis(60000));
+    const pid_t now = worker_of(daemon()->pid());
+    EXPECT_GT(now, 0);
+    EXPECT_NE(now, worker);
+}
+
 }  // namespace
 }  // namespace ptyvisor::itest
