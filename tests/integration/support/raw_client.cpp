@@ -44,6 +44,10 @@ using protocol::FrameType;
             control, std::span(reinterpret_cast<const std::uint8_t*>(&err), sizeof err), err == 0 ? s : -1);
         if (s >= 0) ::close(s);
         if (sent < 0) ::_exit(1);
+        // Then says it has closed its copy: from now on the test's is the socket's only one, so
+        // that a test which closes it knows the daemon sees the end (a hang-up before accept).
+        const char closed = 0;
+        if (::send(control, &closed, 1, MSG_NOSIGNAL) < 0) ::_exit(1);
     }
 }
 
@@ -127,6 +131,12 @@ UniqueFd Connector::connect(const std::string& path, int& err) {
             std::memcpy(&received, CMSG_DATA(c), sizeof received);
             fd.reset(received);
         }
+    }
+    char closed = 1;
+    if (!(wait_fd(control_.get(), POLLIN, Clock::now() + Millis(10000)) & POLLIN) ||
+        ::recv(control_.get(), &closed, 1, 0) != 1 || closed != 0) {
+        err = ETIMEDOUT;  // the helper never said it closed its copy
+        return {};
     }
     if (reply != 0) {
         err = reply;
