@@ -82,15 +82,17 @@ int start_detached(client::Connection& connection, const client::StartOptions& s
 // The session from our options to its end: our exit status, and in `message` what to print
 // once the terminal is restored (when this returns).
 int run_session(const RunOptions& options, std::string& message) {
-    if (const int r = options.detach ? 0 : block_relayed_signals(); r < 0)
-        return failure(message, client::errno_message("cannot block the signals the session relays", r));
     std::string why;
     client::StartOptions start;
     int winch_fd = -1;
     if (!start_options(options, start, winch_fd, why)) return failure(message, why);
     client::Connection connection;
     const std::string socket = resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable));
+    // Until connected, a signal ends us as it ends any program: there is no session yet,
+    // and the terminal is not raw. The connect itself waits for a bounded time.
     if (!connection.connect(socket, why)) return failure(message, why);
+    if (const int r = options.detach ? 0 : block_relayed_signals(); r < 0)
+        return failure(message, client::errno_message("cannot block the signals the session relays", r));
     if (options.detach) return start_detached(connection, start, message);
     // Raw before START: keys typed from now on reach the session as they are, and no
     // ^C typed early is turned into a local signal that flushes typed-ahead input.

@@ -358,11 +358,11 @@ bool read_once(const LogsOptions& options, const protocol::LogPosition& from, pr
 }
 
 int follow(const LogsOptions& options, const protocol::LogPosition& from) {
-    if (const int r = block_relayed_signals(); r < 0)
-        return failure(client::errno_message("cannot block the signals the session relays", r));
     std::string why;
     client::Connection connection;
     if (!connection.connect(socket_path(options.socket), why)) return failure(why);
+    if (const int r = block_relayed_signals(); r < 0)
+        return failure(client::errno_message("cannot block the signals the session relays", r));
     if (!connection.attach({options.id, from, /*observe=*/true, /*takeover=*/false}, why)) return failure(why);
     RelayOptions relay;
     relay.mode = RelayMode::Follow;
@@ -420,10 +420,10 @@ int attach_session(const AttachOptions& options, std::string& message) {
     RelayOptions relay;
     relay.mode = options.observe ? RelayMode::Observe : RelayMode::Control;
     if (!parse_detach_keys(options.detach_keys, relay.detach_keys, why)) return fail(why);
-    if (const int r = block_relayed_signals(); r < 0)
-        return fail(client::errno_message("cannot block the signals the session relays", r));
     client::Connection connection;
     if (!connection.connect(socket_path(options.socket), why)) return fail(why);
+    if (const int r = block_relayed_signals(); r < 0)
+        return fail(client::errno_message("cannot block the signals the session relays", r));
     // Raw, as for run: keys reach the session as they are typed (and the detach keys are
     // seen as bytes), for an observer too, whose keys would otherwise echo over the screen.
     std::optional<RawMode> raw;

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -613,6 +614,31 @@ TEST(ClientConnect, ConnectsToAListeningSocketNonBlocking) {
     EXPECT_TRUE(flags & O_NONBLOCK);
     EXPECT_TRUE(::fcntl(client.fd(), F_GETFD) & FD_CLOEXEC);
     EXPECT_TRUE(read_once(client).empty()) << "nothing sent yet: no events, no block";
+}
+
+// Issue 24, item 2: a blocking connect() to a full listen queue waited without limit, and
+// `ptyvisor run` had blocked the signals that could have ended it.
+TEST(ClientConnect, AFullListenQueueIsGivenUpAtTheDeadline) {
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("ptyvisor-client-full-" + std::to_string(::getpid()) + ".sock");
+    std::filesystem::remove(path);
+    UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(listener.get(), 0), 0);
+    // Never accepted: the queue is full once one connection waits in it.
+    std::vector<Connection> queued(2);
+    std::string why;
+    std::size_t connected = 0;
+    for (auto& c : queued)
+        if (c.connect(path.string(), why, std::chrono::milliseconds(200))) ++connected;
+    ASSERT_GE(connected, 1u) << why;
+    Connection late;
+    EXPECT_FALSE(late.connect(path.string(), why, std::chrono::milliseconds(300)));
+    EXPECT_NE(why.find("accepted no connection"), std::string::npos) << why;
+    std::filesystem::remove(path);
 }
 
 TEST(Utf8, AcceptsWellFormedRejectsTheRest) {

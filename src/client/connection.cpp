@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 
 #include <cerrno>
@@ -39,12 +40,16 @@ bool fail(std::string& why, std::string message) {
     return false;
 }
 
-// Waits for a connect() interrupted by a signal to finish. Returns its result: 0 or a
-// negative errno.
-int finish_interrupted_connect(int fd) {
+// Waits up to `timeout_ms` for a connect() interrupted by a signal to finish. Returns its
+// result: 0 or a negative errno (-ETIMEDOUT when it did not finish in time).
+int finish_interrupted_connect(int fd, int timeout_ms) {
     pollfd p{fd, POLLOUT, 0};
-    while (::poll(&p, 1, -1) < 0)
+    for (;;) {
+        const int n = ::poll(&p, 1, timeout_ms);
+        if (n > 0) break;
+        if (n == 0) return -ETIMEDOUT;
         if (errno != EINTR) return -errno;
+    }
     int error = 0;
     socklen_t len = sizeof error;
     if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0) return -errno;
@@ -101,20 +106,30 @@ std::string errno_message(const std::string& what, int error) {
 
 Connection::Connection() : read_buffer_(kReadBufferSize) {}
 
-bool Connection::connect(const std::string& path, std::string& why) {
+bool Connection::connect(const std::string& path, std::string& why, std::chrono::milliseconds timeout) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.empty() || path.size() >= sizeof addr.sun_path)
         return fail(why, "cannot connect to " + path + ": invalid socket path");
     std::memcpy(addr.sun_path, path.data(), path.size());
 
-    // Connect blocking so a full listen backlog waits instead of failing with EAGAIN.
+    // Connect blocking so a full listen backlog waits instead of failing with EAGAIN; for at
+    // most `timeout` (SO_SNDTIMEO bounds a Unix socket's connect()), then EAGAIN.
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd) return fail(why, errno_message("cannot create a socket", errno));
+    const auto ms = timeout.count() > 0 ? timeout.count() : 1;
+    const timeval limit{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit) < 0)
+        return fail(why, errno_message("cannot set the connect timeout", errno));
     int r = 0;
     if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) < 0)
-        r = errno == EINTR ? finish_interrupted_connect(fd.get()) : -errno;
+        r = errno == EINTR ? finish_interrupted_connect(fd.get(), static_cast<int>(ms)) : -errno;
+    if (r == -EAGAIN || r == -ETIMEDOUT)
+        return fail(why, "cannot connect to " + path + ": the daemon accepted no connection in " +
+                             std::to_string((ms + 999) / 1000) + " s (its queue of connections is full)");
     if (r < 0) return fail(why, errno_message("cannot connect to " + path, r));
+    const timeval none{};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none);
     return adopt(std::move(fd), why);
 }
 

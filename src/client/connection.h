@@ -20,6 +20,7 @@
 //     when output_full(). Incoming buffering is bounded by one read plus one frame.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -45,8 +46,11 @@ public:
     // Not connected yet: connect() or adopt() comes first.
     Connection();
 
-    // Connects to the daemon's socket. False with `why` ("cannot connect to PATH: ...").
-    bool connect(const std::string& path, std::string& why);
+    // Connects to the daemon's socket, waiting up to `timeout` for a place in its listen queue
+    // (a daemon under a connection flood, or stopped, leaves it full; connect() would wait
+    // for ever). False with `why` ("cannot connect to PATH: ...").
+    static constexpr std::chrono::milliseconds kConnectTimeout{30000};
+    bool connect(const std::string& path, std::string& why, std::chrono::milliseconds timeout = kConnectTimeout);
 
     // Adopts a connected AF_UNIX stream socket (tests use one end of a socketpair) and makes
     // it non-blocking. False with `why` if the socket is invalid.
