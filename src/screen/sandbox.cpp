@@ -127,7 +127,10 @@ bool install_filter(std::string& why) {
 
 }  // namespace
 
-bool enter_sandbox(const std::string& user, std::string& why) {
+namespace {
+
+bool confine(const passwd* (*lookup)(const std::string&), const std::string& user, uid_t uid, gid_t gid,
+             std::string& why) {
     if (::syscall(SYS_close_range, 4u, ~0u, 0u) < 0) return fail(why, "close_range");
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) return fail(why, "PR_SET_PDEATHSIG");
     // Behind the relay for the CPU: a screen may lag, the sessions' bytes may not.
@@ -137,16 +140,30 @@ bool enter_sandbox(const std::string& user, std::string& why) {
         return fail(why, "sched_setattr");
     }
     // The account is looked up while /etc is still there.
-    const passwd* pw = ::getpwnam(user.c_str());
-    if (!pw) {
-        why = "no account " + user;
+    if (lookup) {
+        const passwd* pw = lookup(user);
+        if (!pw) {
+            why = "no account " + user;
+            return false;
+        }
+        uid = pw->pw_uid;
+        gid = pw->pw_gid;
+    }
+    if (uid == 0 || gid == 0) {
+        why = "the worker may not run as root";
         return false;
     }
-    const uid_t uid = pw->pw_uid;
-    const gid_t gid = pw->pw_gid;
     if (!enter_empty_root(why)) return false;
     if (!drop_to(uid, gid, why)) return false;
     return limit(why) && install_filter(why);
 }
+
+const passwd* lookup_account(const std::string& user) { return ::getpwnam(user.c_str()); }
+
+}  // namespace
+
+bool enter_sandbox(const std::string& user, std::string& why) { return confine(lookup_account, user, 0, 0, why); }
+
+bool enter_sandbox(uid_t uid, gid_t gid, std::string& why) { return confine(nullptr, std::string(), uid, gid, why); }
 
 }  // namespace ptyvisor::screen

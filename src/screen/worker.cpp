@@ -98,7 +98,19 @@ bool Worker::snapshot(Reader& r) {
     process(s, upto);
     auto reply = s.emulator->snapshot(scrollback, attributes != 0);
     reply.offset = s.processed;
-    send_(Writer(MessageType::Screen).put(ticket).put(id).put_bytes(protocol::encode(reply)).finish());
+    std::string text = protocol::encode(reply);
+    // Past the reply's bound (a 1000x1000 screen of changing colours): the attributes are left
+    // out, then the scrollback, rather than a message the daemon must refuse (and with it
+    // this worker, which every session's screen shares).
+    if (text.size() > protocol::kMaxScreenPayloadSize && reply.attributes && !reply.attributes->empty()) {
+        reply.attributes->clear();
+        text = protocol::encode(reply);
+    }
+    if (text.size() > protocol::kMaxScreenPayloadSize && !reply.scrollback.empty()) {
+        reply.scrollback.clear();
+        text = protocol::encode(reply);
+    }
+    send_(Writer(MessageType::Screen).put(ticket).put(id).put_bytes(text).finish());
     return true;
 }
 

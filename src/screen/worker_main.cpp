@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -62,14 +63,26 @@ int serve() {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string user = "nobody";
-    if (argc == 3 && std::strcmp(argv[1], "--user") == 0) user = argv[2];
-    else if (argc != 1) {
-        std::fprintf(stderr, "usage: ptyvisor-screen [--user ACCOUNT] (started by ptyvisord)\n");
+    // --uid N: the identity of its own the daemon picked (server/screen_identity.h);
+    // --user ACCOUNT: one an administrator chose.
+    std::string why;
+    bool confined = false;
+    if (argc == 3 && std::strcmp(argv[1], "--user") == 0) {
+        confined = ptyvisor::screen::enter_sandbox(argv[2], why);
+    } else if (argc == 3 && std::strcmp(argv[1], "--uid") == 0) {
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long id = std::strtoul(argv[2], &end, 10);
+        if (errno != 0 || end == argv[2] || *end != '\0' || id == 0 || id >= 0xffffffffUL) {
+            std::fprintf(stderr, "ptyvisor-screen: --uid wants a number other than 0\n");
+            return 2;
+        }
+        confined = ptyvisor::screen::enter_sandbox(static_cast<uid_t>(id), static_cast<gid_t>(id), why);
+    } else {
+        std::fprintf(stderr, "usage: ptyvisor-screen --uid N | --user ACCOUNT (started by ptyvisord)\n");
         return 2;
     }
-    std::string why;
-    if (!ptyvisor::screen::enter_sandbox(user, why)) {
+    if (!confined) {
         std::fprintf(stderr, "ptyvisor-screen: cannot confine itself: %s\n", why.c_str());
         return 1;
     }

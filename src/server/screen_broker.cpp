@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "protocol/fd_passing.h"
 #include "screen/worker_protocol.h"
+#include "server/screen_identity.h"
 #include "server/server.h"
 #include "server/session.h"
 
@@ -164,8 +165,18 @@ bool ScreenBroker::spawn(std::string& why) {
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    // An account the administrator chose, or a uid of the worker's own (screen_identity.h),
+    // picked once: /proc is read then, not at every restart.
     const std::string& account = server_.config().screen.user;
-    const char* argv[] = {path.c_str(), "--user", account.c_str(), nullptr};
+    if (account.empty() && !worker_uid_) {
+        uid_t uid = 0;
+        if (!pick_screen_uid(system_uid_probe(), uid, why)) return false;
+        worker_uid_ = uid;
+        log_info("the screen worker runs as a uid of its own", {{"WORKER_UID", std::to_string(uid)}});
+    }
+    const std::string uid_text = worker_uid_ ? std::to_string(*worker_uid_) : std::string();
+    const char* argv[] = {path.c_str(), account.empty() ? "--uid" : "--user",
+                          account.empty() ? uid_text.c_str() : account.c_str(), nullptr};
     pid_t pid = 0;
     const int e = ::posix_spawn(&pid, path.c_str(), &actions, &attr, const_cast<char**>(argv), environ);
     posix_spawn_file_actions_destroy(&actions);
@@ -421,7 +432,10 @@ std::uint32_t ScreenBroker::snapshot(Session& session, const protocol::SnapshotR
     Pending p;
     p.session = &session;
     p.id = session.id();
-    p.bounds = {session.size().cols, session.size().rows, std::min(request.scrollback, kScrollbackLines),
+    // The emulator's size: a side larger than kMaxScreenSide is clamped to it there, and a
+    // reply checked against the larger one killed the worker that every session shares.
+    p.bounds = {std::min(session.size().cols, protocol::kMaxScreenSide),
+                std::min(session.size().rows, protocol::kMaxScreenSide), std::min(request.scrollback, kScrollbackLines),
                 request.attributes};
     p.done = std::move(done);
     pending_[ticket] = std::move(p);

@@ -46,6 +46,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -101,6 +102,7 @@ class ScreenBroker {
     [[nodiscard]] std::uint64_t starts() const { return starts_; }
 
   private:
+    std::optional<uid_t> worker_uid_;  // the worker's own uid, once picked (screen_identity.h)
     struct Tracked {
         Session* session = nullptr;
         std::uint32_t number = 0;

@@ -7,6 +7,8 @@
 // polling with a deadline) until each shows what is expected, and compares the texts.
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -509,6 +511,79 @@ TEST_F(Screen, TheWorkerIsConfined) {
     const ssize_t n = ::readlink(("/proc/" + std::to_string(worker) + "/root").c_str(), root, sizeof root - 1);
     ASSERT_GT(n, 0);
     EXPECT_NE(std::string(root), "/");
+}
+
+// Issue 24, item 11: as `nobody`, the worker could be stopped (kill -STOP) by any other
+// `nobody` process, and with it every session's screen and query answers. It runs as a uid
+// of its own now (server/screen_identity.h).
+TEST_F(Screen, NoOtherAccountCanSignalTheWorker) {
+    const std::string id = start_detached({"sh", "-c", "echo up; exec sleep 60"});
+    ASSERT_FALSE(id.empty());
+    settle(screen_of(id), [](const Lines& l) { return contains(l, "up"); });
+    const pid_t worker = worker_of(daemon()->pid());
+    ASSERT_GT(worker, 0);
+    std::vector<Account> others{*account_};
+    if (const auto nobody = lookup_account("nobody")) others.push_back(*nobody);
+    for (const Account& other : others) {
+        const pid_t child = ::fork();
+        ASSERT_GE(child, 0);
+        if (child == 0) {
+            if (!drop_privileges(other.uid, other.gid, {})) ::_exit(3);
+            if (::kill(worker, SIGSTOP) == 0) ::_exit(0);
+            ::_exit(errno == EPERM ? 1 : 2);
+        }
+        int status = 0;
+        ASSERT_EQ(::waitpid(child, &status, 0), child);
+        ASSERT_TRUE(WIFEXITED(status));
+        EXPECT_EQ(WEXITSTATUS(status), 1) << "uid " << other.uid << ": 0 means it stopped the worker";
+    }
+    const std::string state = read_text_file("/proc/" + std::to_string(worker) + "/status");
+    EXPECT_EQ(state.find("State:\tT"), std::string::npos) << "the worker is stopped";
+    ::kill(worker, SIGCONT);  // should a signal have reached it
+    EXPECT_TRUE(snapshot(id));
+}
+
+// Issue 24, item 9: a session wider than the emulator keeps (1001 columns): the worker's
+// snapshot, at the 1000 columns it clamps to, was checked against 1001, and the worker that
+// every session shares was killed for it, at every SNAPSHOT an observer cared to send.
+TEST_F(Screen, ASnapshotOfASessionWiderThanTheEmulatorKeepsTheWorker) {
+    const std::string id = start_detached({"sh", "-c", "echo wide; exec sleep 60"}, 1001, 30);
+    ASSERT_FALSE(id.empty());
+    settle(screen_of(id), [](const Lines& l) { return contains(l, "wide"); });
+    const pid_t worker = worker_of(daemon()->pid());
+    ASSERT_GT(worker, 0);
+    for (int i = 0; i < 5; ++i) {
+        std::string error;
+        const auto s = snapshot(id, 0, false, &error);
+        ASSERT_TRUE(s) << error;
+        EXPECT_EQ(s->cols, protocol::kMaxScreenSide);
+    }
+    EXPECT_EQ(worker_of(daemon()->pid()), worker) << "the worker was restarted";
+}
+
+// Issue 24, item 9: a 1000x1000 screen of changing colours has more attributes than a SCREEN
+// may carry (8 MiB); the worker's reply was refused, and the worker killed. The attributes
+// are left out now, and the worker stays.
+TEST_F(Screen, ASnapshotWhoseAttributesPassTheBoundKeepsTheWorker) {
+    const std::string id = start_detached(
+        {"python3", "-c",
+         "import sys\n"
+         "for r in range(1000):\n"
+         "    sys.stdout.write(''.join('\\x1b[%dm%s' % (31 + (r + c) % 7, chr(97 + c % 26)) for c in range(1000)))\n"
+         "sys.stdout.write('\\x1b[0m\\x1b[Hcolours')\n"
+         "sys.stdout.flush()\n"
+         "import time; time.sleep(60)\n"},
+        1000, 1000);
+    ASSERT_FALSE(id.empty());
+    settle(screen_of(id), [](const Lines& l) { return contains(l, "colours"); }, Millis(120000));
+    const pid_t worker = worker_of(daemon()->pid());
+    ASSERT_GT(worker, 0);
+    std::string error;
+    const auto s = snapshot(id, 0, /*attributes=*/true, &error);
+    ASSERT_TRUE(s) << error;
+    EXPECT_EQ(s->cols, 1000);
+    EXPECT_TRUE(!s->attributes || s->attributes->empty()) << "attributes past the bound";
+    EXPECT_EQ(worker_of(daemon()->pid()), worker) << "the worker was restarted";
 }
 
 TEST_F(Screen, KilledInAFloodLosesNothing) {
