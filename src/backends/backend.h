@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "common/process.h"
 #include "protocol/payloads.h"
 
 namespace ptyvisor::backends {
@@ -58,6 +59,10 @@ struct SessionSpec {
     Account account;
     // Unit properties from configuration, e.g. {"MemoryMax", "512M"}, {"TasksMax", "256"}.
     std::map<std::string, std::string> properties;
+    // The resource limits of the agent process that asked (read at START): the session starts
+    // with them, never with the daemon's (root's NPROC, its raised NOFILE). Where a configured
+    // property sets one (LimitNOFILE=, ...), that one wins. nullopt: the backend's defaults.
+    std::optional<ResourceLimits> limits;
     // Filled by the backend's Resolver, where it has one.
     std::string cwd_path;   // the working directory's path
     std::string exec_path;  // argv[0], looked up as the agent would look it up
@@ -86,8 +91,9 @@ struct SessionEvents {
 // running, in both backends, together with what the next run's cleanup_orphans() needs to
 // find them (the direct backend's record and cgroup; the systemd backend's unit): a
 // destructor never kills, never waits, and calls none of the SessionEvents. The server stops
-// every session before letting go of it, except when it fails closed
-// (Connection::abandon()); a daemon that keeps sessions across a restart relies on this too.
+// every session before letting go of it, except one whose stop() failed (quarantined: its
+// processes outlived the deadline); a daemon that keeps sessions across a restart relies on
+// this too.
 class Session {
 public:
     virtual ~Session() = default;
@@ -134,9 +140,12 @@ public:
     [[nodiscard]] virtual std::string_view name() const = 0;
 
     // Stops every session left behind by an earlier run of the daemon (a crash, SIGKILL, or
-    // a Session destroyed without stop(), as when the daemon fails closed).
+    // a Session destroyed without stop(), as one quarantined).
     // Runs once at start-up, before the socket listens; it may block until `deadline`.
-    // Returns false with `why` when something could not be cleaned.
+    // Returns false with `why` when the backend cannot clean up at all (no bus). What it
+    // asked to end and that did not end by `deadline` is logged and left for the next start
+    // (quarantined): a process the kernel cannot kill yet must not keep the daemon from
+    // serving.
     virtual bool cleanup_orphans(Clock::time_point deadline, std::string& why) = 0;
 
     // What must run before start(), off the loop; nullptr when nothing does.

@@ -45,6 +45,7 @@ void print_counters(std::ostream& out, const protocol::StatusReply::Counters& c)
                                                {"  handshake_timeouts", std::to_string(c.handshake_timeouts)},
                                                {"  rate_limited", std::to_string(c.rate_limited)}};
     if (c.hung_up) rows.insert(rows.begin() + 3, {"  hung_up", std::to_string(*c.hung_up)});  // absent from older daemons
+    if (c.quarantined) rows.insert(rows.end() - 1, {"  quarantined", std::to_string(*c.quarantined)});  // likewise
     for (const auto& [code, count] : c.rejected) rows.push_back({"  rejected." + code, std::to_string(count)});
     out << "counters:\n";
     out << format_table(rows);

@@ -157,4 +157,46 @@ std::optional<std::string> own_cgroup() {
     return cgroup_from_text(*text);
 }
 
+pid_t tracer_of(pid_t pid) {
+    const auto status = read_small_file("/proc/" + std::to_string(pid) + "/status");
+    if (!status) return 0;
+    const auto at = status->find("\nTracerPid:");
+    if (at == std::string::npos) return 0;
+    const char* p = status->c_str() + at + 11;
+    while (*p == ' ' || *p == '\t') ++p;
+    pid_t tracer = 0;
+    std::from_chars(p, status->c_str() + status->size(), tracer);
+    return tracer;
+}
+
+bool parse_resource_limits(std::string_view text, ResourceLimits& out) {
+    // "%-25s %-20s %-20s %-10s\n" per row (fs/proc/base.c), after a header row.
+    const auto value = [](std::string_view field, rlim_t& v) {
+        while (!field.empty() && field.back() == ' ') field.remove_suffix(1);
+        if (field == "unlimited") return v = RLIM_INFINITY, true;
+        std::uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), n);
+        if (ec != std::errc() || end != field.data() + field.size() || field.empty()) return false;
+        v = static_cast<rlim_t>(n);
+        return true;
+    };
+    std::size_t at = text.find('\n');
+    for (std::size_t r = 0; r < out.size(); ++r) {
+        if (at == std::string_view::npos) return false;
+        const std::size_t end = text.find('\n', at + 1);
+        const std::string_view row = text.substr(at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1);
+        if (row.size() < 67 || !value(row.substr(26, 20), out[r].rlim_cur) || !value(row.substr(47, 20), out[r].rlim_max))
+            return false;
+        at = end;
+    }
+    return true;
+}
+
+int read_resource_limits(pid_t pid, int pidfd, ResourceLimits& out) {
+    const auto text = read_small_file("/proc/" + std::to_string(pid) + "/limits");
+    if (!text) return -ESRCH;
+    if (!parse_resource_limits(*text, out)) return -EBADMSG;
+    return pidfd_alive(pidfd) ? 0 : -ESRCH;
+}
+
 }  // namespace ptyvisor

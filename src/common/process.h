@@ -8,9 +8,12 @@
 // the reads: only a PID reused within that window, by a look-alike, could be mistaken.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <sys/types.h>
 
 #include <cstdint>
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -81,5 +84,17 @@ std::optional<std::string> cgroup_from_text(std::string_view text);
 
 // Whole-file read of a small /proc or /sys file; nullopt on error.
 std::optional<std::string> read_small_file(const std::string& path);
+
+// The TracerPid of a process (0: none, or it cannot be read: it is gone).
+pid_t tracer_of(pid_t pid);
+
+// Every resource limit of a process (prlimit), indexed by RLIMIT_*.
+using ResourceLimits = std::array<struct rlimit, RLIM_NLIMITS>;
+// Reads them for `pid` from /proc/PID/limits (prlimit on another process needs
+// CAP_SYS_RESOURCE, which a confined daemon may lack), and confirms by `pidfd` that the
+// process read is still the one meant (a PID may be reused). 0 or a negative errno.
+int read_resource_limits(pid_t pid, int pidfd, ResourceLimits& out);
+// The limits in a /proc/PID/limits text: its rows, in RLIMIT_* order. False if malformed.
+bool parse_resource_limits(std::string_view text, ResourceLimits& out);
 
 }  // namespace ptyvisor

@@ -189,5 +189,21 @@ TEST(CgroupFromText, OnlyTheUnifiedLineCounts) {
     EXPECT_FALSE(cgroup_from_text(""));
 }
 
+TEST(ResourceLimits, ParsedFromProcLimitsInRlimitOrder) {
+    ResourceLimits from_kernel{};
+    const auto text = read_small_file("/proc/self/limits");
+    ASSERT_TRUE(text);
+    ASSERT_TRUE(parse_resource_limits(*text, from_kernel)) << *text;
+    for (int r = 0; r < RLIM_NLIMITS; ++r) {
+        rlimit own{};
+        ASSERT_EQ(::getrlimit(static_cast<__rlimit_resource>(r), &own), 0);
+        EXPECT_EQ(from_kernel[static_cast<std::size_t>(r)].rlim_cur, own.rlim_cur) << "resource " << r;
+        EXPECT_EQ(from_kernel[static_cast<std::size_t>(r)].rlim_max, own.rlim_max) << "resource " << r;
+    }
+    ResourceLimits out{};
+    EXPECT_FALSE(parse_resource_limits("Limit  Soft Limit\nMax cpu time   lots   unlimited  seconds\n", out));
+    EXPECT_FALSE(parse_resource_limits(text->substr(0, text->size() / 2), out));
+}
+
 }  // namespace
 }  // namespace ptyvisor

@@ -245,6 +245,7 @@ json status_counters(const StatusReply::Counters& c) {
              {"handshake_timeouts", c.handshake_timeouts},
              {"evicted", c.evicted}};
     if (c.hung_up) out["hung_up"] = *c.hung_up;
+    if (c.quarantined) out["quarantined"] = *c.quarantined;
     return out;
 }
 
@@ -323,7 +324,8 @@ bool get_status_counters(const json& o, StatusReply::Counters& c, std::string& w
         get_uint(*counters, "rate_limited", 0, UINT64_MAX, c.rate_limited, why) &&
         get_uint(*counters, "handshake_timeouts", 0, UINT64_MAX, c.handshake_timeouts, why) &&
         get_uint(*counters, "evicted", 0, UINT64_MAX, c.evicted, why) &&
-        get_optional_uint(*counters, "hung_up", c.hung_up, why) && get_rejected(*counters, c.rejected, why))
+        get_optional_uint(*counters, "hung_up", c.hung_up, why) &&
+        get_optional_uint(*counters, "quarantined", c.quarantined, why) && get_rejected(*counters, c.rejected, why))
         return true;
     why = "'counters': " + why;
     return false;

@@ -142,6 +142,9 @@ struct StatusReply {
         // Connections dropped at accept because their peer had already closed; absent from
         // daemons before it was counted (and then not shown).
         std::optional<std::uint64_t> hung_up;
+        // Sessions whose processes outlived their cleanup (unkillable: blocked in a request
+        // that is never answered), left for a later cleanup; absent from older daemons.
+        std::optional<std::uint64_t> quarantined;
         // By error code name (at most kMaxStatusNameBytes), at most kMaxStatusRejectedCodes.
         std::map<std::string, std::uint64_t> rejected;
         bool operator==(const Counters&) const = default;

@@ -566,7 +566,7 @@ StatusReply sample_status() {
     r.sessions.push_back({"ptyvisor-3f1c0e9a2b7d4c58a6e0f1d2c3b4a596.service", 4242, 1234, 1718000000, 512, 65536,
                           "bash", {}, 0, false});
     r.sessions.push_back({"ptyvisor-00000000000000000000000000000000.service", 0, 0, 0, 0, 0, "h\u00e9llo \"x\"", {}, 0, false});
-    r.counters = {57, 0, 2, 0, std::nullopt, {{"busy", 1}, {"not_allowed", 3}}};  // hung_up: an older daemon's
+    r.counters = {57, 0, 2, 0, std::nullopt, std::nullopt, {{"busy", 1}, {"not_allowed", 3}}};  // hung_up, quarantined: an older daemon's
     return r;
 }
 
@@ -600,7 +600,7 @@ TEST(PayloadRoundTrip, StatusExtremes) {
     r.sessions.push_back({std::string(kMaxStatusUnitBytes, 'u'), std::numeric_limits<std::int32_t>::max(),
                           std::numeric_limits<std::int32_t>::max(), std::numeric_limits<std::int64_t>::max(), kU64,
                           kU64, std::string(kMaxStatusArgv0Bytes, 'a'), {}, 0, false});
-    r.counters = {kU64, kU64, kU64, kU64, kU64, {}};
+    r.counters = {kU64, kU64, kU64, kU64, kU64, kU64, {}};
     for (std::size_t i = 0; i < kMaxStatusRejectedCodes; ++i)
         r.counters.rejected[std::string(kMaxStatusNameBytes - 3, 'c') + std::to_string(100 + i)] = kU64;
     r.truncated = true;  // a list may say it is incomplete and still carry what it has

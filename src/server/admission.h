@@ -27,6 +27,7 @@ struct AdmissionCounters {
     std::uint64_t handshake_timeouts = 0;
     std::uint64_t evicted = 0;
     std::uint64_t hung_up = 0;  // dropped at accept: the peer had closed (server.cpp, accept_one)
+    std::uint64_t quarantined = 0;  // sessions whose processes outlived their cleanup (session.cpp)
     std::map<std::string, std::uint64_t> rejected;  // by error code name
 };
 

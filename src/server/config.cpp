@@ -183,9 +183,11 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
         r.seconds(*t, "reattach", c.timeouts.reattach);
     }
     if (const auto* t = subtable(r, root, "recording")) {
-        r.only(*t, {"directory", "max_bytes", "retention"});
+        r.only(*t, {"directory", "max_bytes", "max_total_bytes", "keep_free_percent", "retention"});
         r.string(*t, "directory", c.recording.directory);
         r.count(*t, "max_bytes", 4096, std::uint64_t{1} << 40, c.recording.max_bytes);
+        r.count(*t, "max_total_bytes", 4096, std::uint64_t{1} << 50, c.recording.max_total_bytes);
+        r.count(*t, "keep_free_percent", 0, 90, c.recording.keep_free_percent);
         auto retention = static_cast<std::uint64_t>(c.recording.retention.count());
         r.count(*t, "retention", 0, kMaxRecordingRetention, retention);
         c.recording.retention = std::chrono::seconds(retention);
@@ -232,8 +234,8 @@ bool validate(const Config& c, std::string& why) {
         return refuse(why, "backend must be auto, systemd or direct, not '" + c.backend + "'");
     if (c.socket.empty() || c.socket.front() != '/') return refuse(why, "socket must be an absolute path");
     if (c.socket.size() >= 108) return refuse(why, "socket path is too long for a Unix socket");
-    if (c.screen.enabled && (c.screen.user.empty() || c.screen.user == "root"))
-        return refuse(why, "[screen] user must be an unprivileged account");
+    if (c.screen.enabled && c.screen.user == "root")
+        return refuse(why, "[screen] user must be an unprivileged account (or empty: a uid of the worker's own)");
     if (c.state_directory.empty() || c.state_directory.front() != '/')
         return refuse(why, "state_directory must be an absolute path");
     if (!c.recording.directory.empty() && c.recording.directory.front() != '/')

@@ -38,13 +38,19 @@ struct Timeouts {
 struct Recording {
     std::string directory;                        // empty: sessions are not recorded
     std::uint64_t max_bytes = 64 * 1024 * 1024;   // each file; then a marker, and no more
+    // All the directory's recordings together; past it, recordings stop as at max_bytes.
+    std::uint64_t max_total_bytes = std::uint64_t{1} << 30;
+    // Recordings stop while less than this share of the file system is free for others
+    // (root would otherwise write into the blocks reserved for it).
+    std::uint64_t keep_free_percent = 5;
     std::chrono::seconds retention{7 * 24 * 3600};  // files older than this are deleted; 0: kept
 };
 
 // The screen (server/screen_broker.h): a sandboxed emulator process follows every session.
 struct ScreenSettings {
     bool enabled = true;          // false: no worker; SNAPSHOT fails, queries go unanswered
-    std::string user = "nobody";  // the worker's account; never root
+    // The worker's account; empty: a uid of its own (server/screen_identity.h). Never root.
+    std::string user;
 #if defined(__SANITIZE_ADDRESS__)
     // ASan+UBSan slow libvterm about tenfold, and a restarted worker replays whole logs.
     std::chrono::duration<double> reply_timeout{60.0};

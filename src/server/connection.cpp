@@ -6,12 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 
 #include "common/linux.h"
 #include "common/log.h"
+#include "common/process.h"
 #include "protocol/fd_passing.h"
 #include "protocol/session_payloads.h"
 #include "server/pty.h"
@@ -35,6 +37,9 @@ constexpr std::uint64_t kDisposeWaitUsec = 100'000;
 // frame at 60 Hz, lost on a person; and fifteen floods' clients wake 100 times a second
 // each at most, not thousands.
 constexpr std::uint64_t kBulkOutputDelayUsec = 10'000;
+// Socket reads per wakeup (each up to a frame's worth): a client that writes as fast as it
+// can is served in turns, like every other source, instead of for as long as it writes.
+constexpr int kReadsPerWakeup = 4;
 
 }  // namespace
 
@@ -98,6 +103,7 @@ Connection::~Connection() {
     // The registry outlives every connection; a session still attached forgets this one.
     if (session_) session_->detach(this, /*disconnected=*/true);
     if (snapshot_ticket_) server_.screens().cancel(snapshot_ticket_);
+    server_.replies().release(peer_.cred.uid, reply_reserved_);
 }
 
 int Connection::begin() {
@@ -149,7 +155,7 @@ void Connection::on_socket(std::uint32_t revents) {
 
 void Connection::receive() {
     std::uint8_t buffer[protocol::kHeaderSize + protocol::kMaxIoPayloadSize];
-    while (phase_ != Phase::Closed && reading()) {
+    for (int reads = 0; phase_ != Phase::Closed && reading() && reads < kReadsPerWakeup; ++reads) {
         auto got = protocol::receive_with_fds(socket_.get(), buffer);
         if (got.error == EAGAIN || got.error == EINTR) break;
         if (got.error != 0) {
@@ -289,6 +295,20 @@ void Connection::authorize_start(bool rechecked) {
     // Every refusal hands the directory to the worker before its ERROR goes out.
     if (verdict != backends::PeerVerdict::Allowed)
         return send_error(ErrorCode::NotAllowed, why.empty() ? "the peer is gone" : why);
+    // A traced peer is refused: its tracer drives it, and the tracer may be a session (a
+    // session may not start sessions), which ptrace let past that rule (docs/security.md,
+    // "A session gets a session by ptrace"). A tracer that injects and detaches before START
+    // is not seen here: Yama's ptrace_scope closes that (main.cpp warns where it is off).
+    if (const pid_t tracer = tracer_of(peer_.cred.pid); tracer != 0)
+        return send_error(ErrorCode::NotAllowed, "the peer is being traced (by process " + std::to_string(tracer) +
+                                                     "); a traced process may not start sessions");
+    // The session starts with the agent's resource limits, not the daemon's: never more.
+    if (spec_) {
+        ResourceLimits limits{};
+        if (const int r = read_resource_limits(peer_.cred.pid, peer_.pidfd.get(), limits); r < 0)
+            return send_error(ErrorCode::NotAllowed, std::string("cannot read the peer's resource limits: ") + std::strerror(-r));
+        spec_->limits = limits;
+    }
     auto& admission = server_.admission();
     if (!admission.reserve_session())
         return send_error(ErrorCode::Busy, "all " + std::to_string(server_.config().limits.max_sessions) +
@@ -389,16 +409,38 @@ void Connection::handle_relay_frame(protocol::Frame& frame) {
 void Connection::handle_signal(const protocol::Frame& frame) {
     const auto sig = protocol::decode_signal(frame.text());
     if (!sig) return send_error(ErrorCode::BadFrame, "SIGNAL: " + sig.error);
-    pid_t group = -1;
-    const int e = session_->signal(*sig.value, group);
-    // A signal that reaches nobody is refused, never lost: unless the command has exited,
-    // when the EXIT that follows says why nothing was left to signal (an ERROR would
-    // replace it and lose the exit status).
-    if (e == 0 || session_->state() != Session::State::Running) return;
-    if (sig.value->target != protocol::SignalTarget::Foreground) return;
-    send_error(ErrorCode::NotAllowed, "SIGNAL " + std::to_string(sig.value->signal) +
-                                          ": the terminal's foreground process group " + std::to_string(group) +
-                                          (e == EPERM ? " is not the agent's" : " has no process in the session"));
+    // Pending already: coalesced, as the kernel coalesces a standard signal.
+    if (std::find(pending_signals_.begin(), pending_signals_.end(), *sig.value) != pending_signals_.end()) return;
+    pending_signals_.push_back(*sig.value);
+    deliver_signals();
+}
+
+// Delivers the pending SIGNALs the session's pace allows now, and arms the timer for the rest.
+void Connection::deliver_signals() {
+    while (!pending_signals_.empty()) {
+        if (!session_ || session_->state() == Session::State::Ended || session_->state() == Session::State::Ending) {
+            pending_signals_.clear();
+            break;
+        }
+        if (const std::uint64_t wait = session_->signal_wait_usec(); wait > 0) {
+            const int r = rearm_timer(server_.event(), signal_timer_, wait, guarded("signal timer", [this] { deliver_signals(); }));
+            if (r < 0) return on_event_failure(r, "cannot arm the signal timer");
+            return;
+        }
+        const protocol::SignalRequest request = pending_signals_.front();
+        pending_signals_.erase(pending_signals_.begin());
+        pid_t group = -1;
+        const int e = session_->signal(request, group);
+        // A signal that reaches nobody is refused, never lost: unless the command has exited,
+        // when the EXIT that follows says why nothing was left to signal (an ERROR would
+        // replace it and lose the exit status).
+        if (e == 0 || session_->state() != Session::State::Running) continue;
+        if (request.target != protocol::SignalTarget::Foreground) continue;
+        return send_error(ErrorCode::NotAllowed, "SIGNAL " + std::to_string(request.signal) +
+                                                     ": the terminal's foreground process group " + std::to_string(group) +
+                                                     (e == EPERM ? " is not the agent's" : " has no process in the session"));
+    }
+    signal_timer_.reset();
 }
 
 void Connection::session_input_room() { update_socket_events(); }
@@ -576,6 +618,18 @@ void Connection::reply(FrameType type, const std::string& payload) {
     flush_output();
 }
 
+bool Connection::reserve_reply(std::size_t bytes) {
+    if (!server_.replies().reserve_all(peer_.cred.uid, bytes)) return false;
+    reply_reserved_ += bytes;
+    return true;
+}
+
+std::size_t Connection::reserve_reply_up_to(std::size_t bytes) {
+    const std::size_t granted = server_.replies().reserve(peer_.cred.uid, bytes);
+    reply_reserved_ += granted;
+    return granted;
+}
+
 void Connection::send_error(ErrorCode code, const std::string& message) {
     if (phase_ == Phase::Closed || last_queued_) return;
     server_.admission().count_rejected(code);
@@ -584,6 +638,10 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
     peer_recheck_.reset();
     start_checked_.reset();  // a check still running is abandoned; its directory goes below
     waiter_.reset();
+    signal_timer_.reset();
+    search_source_.reset();
+    pending_signals_.clear();
+    kill_signal_.reset();
     wait_timer_.reset();
     quiet_timer_.reset();
     dispose_client_fds();
@@ -668,6 +726,10 @@ void Connection::close() {
     dispose_timer_.reset();
     wait_timer_.reset();
     quiet_timer_.reset();
+    signal_timer_.reset();
+    search_source_.reset();
+    pending_signals_.clear();
+    kill_signal_.reset();
     peer_recheck_.reset();
     start_checked_.reset();
     fds_disposed_.reset();

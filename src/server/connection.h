@@ -34,8 +34,11 @@
 //    session's at once. Every OUTPUT frame wakes the client, and each wakeup costs the machine
 //    more than the bytes: fifteen floods woke their clients thousands of times a second, and
 //    the keystrokes of a sixteenth session waited for a CPU behind them.
+//  - One wakeup reads at most kReadsPerWakeup buffers from the socket; the rest waits for the
+//    next turn of the loop, behind every other source that is ready (docs/security.md).
 //  - Memory is bounded: at most one decoder frame, the session's held input, and
-//    kPumpBytes (+ one frame) of OUTPUT per connection; a READ reply, at most one log.
+//    kPumpBytes (+ one frame) of OUTPUT per connection; a one-shot reply (READ, LIST,
+//    SNAPSHOT), what the ReplyBudget grants its uid (reply_budget.h).
 #pragma once
 
 #include <chrono>
@@ -79,7 +82,7 @@ public:
     void shut_down();
     // Admission took this handshake's slot for a fairer peer.
     void evict();
-    // Closes at once (fail-closed path); the session, if any, is the registry's to drop.
+    // Closes at once (a connection the loop cannot watch); the session, if any, goes on.
     void abandon();
     // The server is being destroyed: forget the session without detaching from it.
     void forget_session() { session_ = nullptr; }
@@ -110,7 +113,9 @@ private:
     void authorize_start(bool rechecked);
     void on_peer_rechecked();
     // Waiting for a worker's or the backend's answer about the START: only a hang-up is read.
-    [[nodiscard]] bool awaiting_answer() const { return peer_recheck_ || start_checked_ || snapshot_ticket_ != 0; }
+    [[nodiscard]] bool awaiting_answer() const {
+        return peer_recheck_ || start_checked_ || snapshot_ticket_ != 0 || kill_signal_;
+    }
     void handle_status_request();
     void start_session();
     void on_handshake_timeout();
@@ -133,10 +138,16 @@ private:
     void check_wait();
     void finish_wait(bool matched, std::string reason);
     void reply(protocol::FrameType type, const std::string& payload);
+    // Reserves `bytes` of the server's ReplyBudget for this connection's reply; all of them
+    // (whole) or as many as are left. Released when the connection closes.
+    bool reserve_reply(std::size_t bytes);
+    std::size_t reserve_reply_up_to(std::size_t bytes);
 
     // Relay.
     void handle_relay_frame(protocol::Frame& frame);
     void handle_signal(const protocol::Frame& frame);
+    void deliver_signals();
+    void deliver_kill_signal();
     void pump_output();
     void flush_output();
     bool output_may_wait();
@@ -193,6 +204,7 @@ private:
 
     EventSource socket_source_, handshake_timer_, stall_timer_, dispose_timer_, wait_timer_, quiet_timer_;
     EventSource batch_timer_;  // armed while a bulk session's output waits (session_changed)
+    EventSource search_source_;  // a WAIT for text has more of the log to search (check_wait)
 
     // The session this connection is attached to, in its role; null once it has gone.
     Session* session_ = nullptr;
@@ -204,6 +216,19 @@ private:
 
     // A WAIT or a KILL that waits for the end, while it waits.
     std::unique_ptr<WaitCondition> waiter_;
+
+    // SIGNALs not delivered yet, each at most once (as the kernel keeps a standard signal
+    // pending once): the session paces deliveries (Session::signal_wait_usec), and what a
+    // client sends meanwhile is coalesced here, so a flood of SIGNAL frames costs the loop
+    // no more than the pace. A KILL with a signal waits for the pace the same way.
+    std::vector<protocol::SignalRequest> pending_signals_;
+    struct KillSignal {
+        std::string id;
+        int signal = 0;
+    };
+    std::optional<KillSignal> kill_signal_;
+    std::size_t reply_reserved_ = 0;  // of the server's ReplyBudget
+    EventSource signal_timer_;
 };
 
 template <class F>

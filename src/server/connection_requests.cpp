@@ -120,7 +120,10 @@ void Connection::handle_list() {
         truncated = true;
     }
     entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(drop));
-    reply(FrameType::Sessions, protocol::encode_sessions(entries, truncated));
+    const std::string text = protocol::encode_sessions(entries, truncated);
+    if (!reserve_reply(text.size()))
+        return send_error(ErrorCode::Busy, "too many replies are waiting for their clients to read them; try again");
+    reply(FrameType::Sessions, text);
 }
 
 bool Connection::find_session_access(Request request) {
@@ -146,7 +149,11 @@ void Connection::handle_read(const protocol::Frame& frame) {
     if (!session) return;
     const OutputLog& log = session->log();
     const std::uint64_t from = resolve(request.value->from, log);
-    const std::uint64_t length = std::min(request.value->max_bytes, log.end() - from);
+    // As much as the reply budget leaves (reply_budget.h): a shorter LOG says where to read on.
+    const std::uint64_t wanted = std::min(request.value->max_bytes, log.end() - from);
+    const std::uint64_t length = wanted == 0 ? 0 : reserve_reply_up_to(static_cast<std::size_t>(wanted));
+    if (wanted > 0 && length == 0)
+        return send_error(ErrorCode::Busy, "too many replies are waiting for their clients to read them; try again");
     protocol::LogReply reply{session->id(), log.start(), from, length, log.end(), wire_state(*session),
                              session->state() == Session::State::Ended ? session->exit_status() : std::nullopt};
     leave_handshake();
@@ -205,12 +212,8 @@ void Connection::handle_kill(const protocol::Frame& frame) {
     if (!session) return;
     const auto& r = *request.value;
     if (r.signal != 0) {
-        if (session->state() == Session::State::Ended)
-            return send_error(ErrorCode::SessionEnded, "the session has exited");
-        pid_t group = -1;
-        const int e = session->signal({r.signal, protocol::SignalTarget::Session}, group);
-        if (e == EPERM) return send_error(ErrorCode::NotAllowed, "no process of the session is the agent's");
-        return reply(FrameType::Killed, protocol::encode(protocol::KillReply{session->id(), wire_state(*session), {}}));
+        kill_signal_ = KillSignal{session->id(), r.signal};
+        return deliver_kill_signal();
     }
     // No signal: end the session as STOP does, and answer once it has ended.
     if (!session->has_reader_room())
@@ -228,6 +231,33 @@ void Connection::handle_kill(const protocol::Frame& frame) {
     update_socket_events();
     session->stop(protocol::ExitReason::Stopped);
     if (waiter_) check_wait();
+}
+
+// KILL with a signal: delivered at the session's pace (Session::signal_wait_usec), like a
+// controller's SIGNAL; the socket is not read meanwhile (awaiting_answer).
+void Connection::deliver_kill_signal() {
+    if (!kill_signal_) return;
+    Session* session = server_.sessions().find(kill_signal_->id);
+    if (!session) {
+        kill_signal_.reset();
+        return send_error(ErrorCode::NoSuchSession, "the session has gone");
+    }
+    if (session->state() == Session::State::Ended) {
+        kill_signal_.reset();
+        return send_error(ErrorCode::SessionEnded, "the session has exited");
+    }
+    if (const std::uint64_t wait = session->signal_wait_usec(); wait > 0) {
+        const int r = rearm_timer(server_.event(), signal_timer_, wait, guarded("kill signal timer", [this] { deliver_kill_signal(); }));
+        if (r < 0) return on_event_failure(r, "cannot arm the signal timer");
+        return update_socket_events();
+    }
+    const int signal = kill_signal_->signal;
+    kill_signal_.reset();
+    signal_timer_.reset();
+    pid_t group = -1;
+    const int e = session->signal({signal, protocol::SignalTarget::Session}, group);
+    if (e == EPERM) return send_error(ErrorCode::NotAllowed, "no process of the session is the agent's");
+    reply(FrameType::Killed, protocol::encode(protocol::KillReply{session->id(), wire_state(*session), {}}));
 }
 
 void Connection::handle_send(const protocol::Frame& frame) {
@@ -250,7 +280,20 @@ void Connection::check_wait() {
     cursor_ = log.end();
     auto& w = *waiter_;
     using For = protocol::WaitRequest::For;
-    if (w.request.what == For::Text && w.search(log, w.search_floor)) return finish_wait(true, "text");
+    if (w.request.what == For::Text) {
+        switch (w.search(log, w.search_floor)) {
+            case WaitCondition::Found::Match: return finish_wait(true, "text");
+            case WaitCondition::Found::More: {
+                // The rest on a later turn, behind keystrokes (wait_condition.h).
+                search_source_.reset();
+                const int r = add_defer(server_.event(), search_source_, guarded("search", [this] { check_wait(); }));
+                if (r < 0) return on_event_failure(r, "cannot schedule the rest of the search");
+                sd_event_source_set_priority(search_source_.get(), Session::kBulkEventPriority);
+                return;  // not "exited" before the rest of the log has been searched
+            }
+            case WaitCondition::Found::Nothing: break;
+        }
+    }
     if (w.request.what == For::Quiet && log.end() != w.seen_end) {
         // Output: the quiet starts over.
         w.seen_end = log.end();
@@ -270,6 +313,7 @@ void Connection::finish_wait(bool matched, std::string reason) {
     auto w = std::move(waiter_);
     wait_timer_.reset();
     quiet_timer_.reset();
+    search_source_.reset();
     Session* session = session_;
     leave_session(/*disconnected=*/false);
     if (w->kill) {

@@ -20,6 +20,10 @@ void Connection::handle_snapshot(const protocol::Frame& frame) {
                                                   guarded("snapshot", [this](bool ok, std::string text) {
                                                       snapshot_ticket_ = 0;
                                                       if (!ok) return send_error(ErrorCode::Internal, text);
+                                                      if (!reserve_reply(text.size()))
+                                                          return send_error(ErrorCode::Busy,
+                                                                            "too many replies are waiting for their "
+                                                                            "clients to read them; try again");
                                                       reply(FrameType::Screen, text);
                                                   }));
     update_socket_events();

@@ -17,6 +17,7 @@
 #include "common/event.h"
 #include "common/linux.h"
 #include "common/log.h"
+#include "common/process.h"
 #include "common/scheduling.h"
 #include "server/account.h"
 #include "server/config.h"
@@ -73,6 +74,18 @@ int block_signals() {
     if (::sigprocmask(SIG_BLOCK, &mask, nullptr) < 0) return -errno;
     if (::signal(SIGPIPE, SIG_IGN) == SIG_ERR) return -errno;
     return 0;
+}
+
+// A session's processes run as the agent's account, so without Yama (ptrace_scope 1 or more)
+// they may ptrace the agent itself and make it ask for a session: a session would get a
+// session. START refuses a traced peer; a tracer that detaches before START is not seen.
+// Said once at start, for the administrator (docs/security.md, docs/operations.md).
+void warn_if_sessions_may_trace_the_agent() {
+    const auto scope = read_small_file("/proc/sys/kernel/yama/ptrace_scope");
+    if (scope && !scope->empty() && (*scope)[0] >= '1') return;
+    log_warning("sessions may ptrace the agent's other processes: set kernel.yama.ptrace_scope to 1 or more",
+                {{"PTRACE_SCOPE", scope ? scope->substr(0, scope->find('\n'))
+                                        : "unknown (no Yama in this kernel, or /proc/sys hidden: ProcSubset=pid)"}});
 }
 
 int run(const Flags& flags) {
@@ -145,6 +158,7 @@ int run(const Flags& flags) {
     }
     if (!handed.sessions.empty())
         log_info("sessions handed over", {{"TAKEN_BACK", std::to_string(srv.adopt(handed))}});
+    warn_if_sessions_may_trace_the_agent();
     if (!srv.backend().cleanup_orphans(deadline, why)) {
         log_error("cannot clean up orphan sessions", {{"ERROR", why}});
         return 1;

@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -203,15 +205,24 @@ void Recorder::event(const char* type, std::string_view text) {
     const std::uint64_t now = setup_.clock();
     const std::string time = seconds_text(now > start_usec_ ? now - start_usec_ : 0);
     std::string line = "[" + time + ", \"" + type + "\", " + json_string(text) + "]\n";
+    std::string why;
     if (written_ + line.size() + kMarkerRoom <= setup_.max_bytes) {
-        if (const int r = write_all(line); r < 0) stop(r);
-        return;
+        if (!setup_.room || setup_.room(line.size(), why)) {
+            if (const int r = write_all(line); r < 0) stop(r);
+            return;
+        }
+    } else {
+        why = "it reached max_bytes (" + std::to_string(setup_.max_bytes) + ")";
     }
-    const std::string label = "recording stopped: it reached max_bytes (" + std::to_string(setup_.max_bytes) + ")";
-    line = "[" + time + ", \"m\", " + json_string(label) + "]\n";
+    // The marker goes in the room kept for it, past the directory's bounds too: a reader
+    // must see why the recording ends.
+    line = "[" + time + ", \"m\", " + json_string("recording stopped: " + why) + "]\n";
     if (const int r = write_all(line); r < 0) return stop(r);
-    log_warning("session recording stopped at its size limit",
-                {{"RECORDING", setup_.path}, {"MAX_BYTES", std::to_string(setup_.max_bytes)}});
+    if (why.starts_with("it reached max_bytes"))
+        log_warning("session recording stopped at its size limit",
+                    {{"RECORDING", setup_.path}, {"MAX_BYTES", std::to_string(setup_.max_bytes)}});
+    else
+        log_warning("session recording stopped: the recordings have no room", {{"RECORDING", setup_.path}, {"REASON", why}});
     close();
 }
 
@@ -258,9 +269,44 @@ int Recordings::init() {
     if (const int r = open_private_directory(config_.directory, directory_); r < 0) return r;
     log_info("recording sessions",
              {{"DIRECTORY", config_.directory}, {"MAX_BYTES", std::to_string(config_.max_bytes)},
+              {"MAX_TOTAL_BYTES", std::to_string(config_.max_total_bytes)},
               {"RETENTION_S", std::to_string(config_.retention.count())}});
     expire();
+    const std::int64_t size = recordings_size(directory_.get());
+    if (size < 0) return static_cast<int>(size);
+    total_ = static_cast<std::uint64_t>(size);
     return 0;
+}
+
+bool Recordings::room(std::size_t bytes, std::string& why) {
+    if (total_ + bytes > config_.max_total_bytes) {
+        why = "the recordings reached max_total_bytes (" + std::to_string(config_.max_total_bytes) + ")";
+    } else if (since_free_check_ + bytes >= kFreeCheckBytes && !enough_free_space(why)) {
+        // why is set
+    } else {
+        since_free_check_ = since_free_check_ + bytes >= kFreeCheckBytes ? 0 : since_free_check_ + bytes;
+        total_ += bytes;
+        full_ = false;
+        return true;
+    }
+    if (!full_) log_warning("session recordings stop: no room", {{"DIRECTORY", config_.directory}, {"REASON", why}});
+    full_ = true;
+    return false;
+}
+
+bool Recordings::enough_free_space(std::string& why) {
+    struct statvfs fs{};
+    if (::fstatvfs(directory_.get(), &fs) < 0) {
+        why = std::string("cannot read the file system's free space: ") + std::strerror(errno);
+        return false;
+    }
+    // f_bavail: what others may still use; root's reserved blocks are not counted as room.
+    // In blocks: no product overflows (f_blocks < 2^64 / 100 on any file system there is).
+    const std::uint64_t block = fs.f_frsize ? fs.f_frsize : 1;
+    const std::uint64_t keep_blocks = fs.f_blocks / 100 * config_.keep_free_percent + kFreeCheckBytes / block;
+    if (fs.f_bavail >= keep_blocks) return true;
+    why = "the file system has less than keep_free_percent (" + std::to_string(config_.keep_free_percent) + "%) free";
+    return false;
 }
 
 std::unique_ptr<Recorder> Recordings::start(const std::string& id, const std::vector<std::string>& argv,
@@ -280,7 +326,12 @@ std::unique_ptr<Recorder> Recordings::start(const std::string& id, const std::ve
     setup.max_bytes = config_.max_bytes;
     setup.clock = [event = event_] { return now_usec(event); };
     setup.closed = [this, name = setup.name] { open_.erase(name); };
+    setup.room = [this](std::size_t bytes, std::string& why) { return room(bytes, why); };
     const std::string name = setup.name, path = setup.path;
+    if (std::string why; !room(Recorder::kMarkerRoom * 4, why)) {
+        log_warning("cannot record a session; it runs unrecorded", {{"SESSION", id}, {"RECORDING", path}, {"ERROR", why}});
+        return nullptr;
+    }
     std::unique_ptr<Recorder> recorder;
     if (const int r = Recorder::create(directory_.get(), std::move(setup), recorder); r < 0) {
         log_warning("cannot record a session; it runs unrecorded",
@@ -294,35 +345,59 @@ std::unique_ptr<Recorder> Recordings::start(const std::string& id, const std::ve
 void Recordings::expire() {
     if (config_.retention.count() == 0) return;  // kept forever
     const std::time_t cutoff = std::time(nullptr) - static_cast<std::time_t>(config_.retention.count());
-    if (const int r = delete_expired_recordings(directory_.get(), cutoff, open_); r < 0)
-        log_error_errno(r, "cannot delete expired session recordings", {{"DIRECTORY", config_.directory}});
-    else if (r > 0)
+    std::uint64_t freed = 0;
+    const int deleted = delete_expired_recordings(directory_.get(), cutoff, open_, &freed);
+    total_ -= std::min(total_, freed);
+    if (deleted < 0)
+        log_error_errno(deleted, "cannot delete expired session recordings", {{"DIRECTORY", config_.directory}});
+    else if (deleted > 0)
         log_info("expired session recordings deleted",
-                 {{"DIRECTORY", config_.directory}, {"COUNT", std::to_string(r)}});
+                 {{"DIRECTORY", config_.directory}, {"COUNT", std::to_string(deleted)}});
     if (const int r = rearm_timer(event_, expiry_timer_, kExpiryIntervalUsec, [this] { expire(); }); r < 0)
         log_error_errno(r, "cannot schedule the deletion of expired session recordings; they are kept",
                         {{"DIRECTORY", config_.directory}});
 }
 
-int delete_expired_recordings(int directory, std::time_t cutoff, const std::set<std::string>& keep) {
+int delete_expired_recordings(int directory, std::time_t cutoff, const std::set<std::string>& keep,
+                              std::uint64_t* freed) {
     UniqueFd dup(::openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dup) return -errno;
     DIR* d = ::fdopendir(dup.get());
     if (!d) return -errno;
     (void)dup.release();  // closedir() closes it
-    std::vector<std::string> expired;
+    std::vector<std::pair<std::string, std::uint64_t>> expired;
     while (const dirent* e = ::readdir(d)) {
         const std::string name = e->d_name;
         if (name.size() <= 5 || !name.ends_with(".cast") || keep.contains(name)) continue;
         struct stat st{};
         if (::fstatat(directory, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
-        if (S_ISREG(st.st_mode) && st.st_mtime < cutoff) expired.push_back(name);
+        if (S_ISREG(st.st_mode) && st.st_mtime < cutoff) expired.emplace_back(name, static_cast<std::uint64_t>(st.st_size));
     }
     ::closedir(d);
     int deleted = 0;
-    for (const auto& name : expired)
-        if (::unlinkat(directory, name.c_str(), 0) == 0) ++deleted;
+    for (const auto& [name, size] : expired)
+        if (::unlinkat(directory, name.c_str(), 0) == 0) {
+            ++deleted;
+            if (freed) *freed += size;
+        }
     return deleted;
+}
+
+std::int64_t recordings_size(int directory) {
+    UniqueFd dup(::openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dup) return -errno;
+    DIR* d = ::fdopendir(dup.get());
+    if (!d) return -errno;
+    (void)dup.release();  // closedir() closes it
+    std::int64_t total = 0;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string_view name = e->d_name;
+        if (name.size() <= 5 || !name.ends_with(".cast")) continue;
+        struct stat st{};
+        if (::fstatat(directory, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) total += st.st_size;
+    }
+    ::closedir(d);
+    return total;
 }
 
 }  // namespace ptyvisor::server

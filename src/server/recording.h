@@ -27,7 +27,12 @@
 // not a path a client chose (no FUSE mount, no FIFO, nothing the agent serves): it is a local,
 // root-owned regular file in a directory the administrator chose, and a write lands in the
 // page cache without waiting for the disk (there is no fsync). The volume is bounded by
-// max_bytes per session. A write that fails (ENOSPC, EIO, ...) stops that recording, logged,
+// max_bytes per session, by max_total_bytes for the directory (the sizes of its recordings,
+// counted at start and kept up to date), and by keep_free_percent of the file system, checked
+// every kFreeCheckBytes written: 16 sessions printing zeros used to fill a file system in 10
+// seconds, reserved blocks included. Past either, recordings stop as at max_bytes (a marker,
+// then no more), and new sessions run unrecorded, logged; no recording is deleted to make
+// room, since what the agent did earlier is what a recording is kept for. A write that fails (ENOSPC, EIO, ...) stops that recording, logged,
 // with the file cut back to its last whole line; it never affects the session.
 //
 // Not thread-safe; the event loop's.
@@ -88,6 +93,9 @@ public:
         std::uint64_t max_bytes = 64 * 1024 * 1024;
         std::function<std::uint64_t()> clock;  // monotonic microseconds
         std::function<void()> closed;          // once, when the file is closed; may be empty
+        // Before each write: whether `bytes` more may be written (the directory's bounds); the
+        // reason in `why` when not. Empty: no bound but max_bytes.
+        std::function<bool(std::size_t bytes, std::string& why)> room;
     };
 
     // Creates the file in `directory` (O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) and
@@ -152,12 +160,22 @@ public:
     std::unique_ptr<Recorder> start(const std::string& id, const std::vector<std::string>& argv,
                                     const std::vector<std::string>& env, protocol::WindowSize size);
 
+    // Whether `bytes` more may be written into the directory (Recorder::Setup::room); counted
+    // when they may.
+    bool room(std::size_t bytes, std::string& why);
+    [[nodiscard]] std::uint64_t total_bytes() const { return total_; }
+    static constexpr std::uint64_t kFreeCheckBytes = 1 << 20;
+
 private:
     void expire();
+    bool enough_free_space(std::string& why);
 
     Recording config_;
     sd_event* event_;
     UniqueFd directory_;
+    std::uint64_t total_ = 0;              // bytes of the directory's recordings
+    std::uint64_t since_free_check_ = 0;   // written since the file system's free space was read
+    bool full_ = false;                    // the last room() said no (logged once per episode)
     EventSource expiry_timer_;
     std::set<std::string> open_;  // files being recorded: never expired
 };
@@ -165,7 +183,11 @@ private:
 // Deletes the regular files named "*.cast" in `directory` last modified before `cutoff`
 // (Unix seconds), but those named in `keep`. Symlinks and other files are left alone; every
 // entry is reached through `directory` (fstatat, unlinkat), no link followed. Returns how
-// many were deleted, or -errno when the directory cannot be read.
-int delete_expired_recordings(int directory, std::time_t cutoff, const std::set<std::string>& keep);
+// many were deleted, or -errno when the directory cannot be read. `freed` (when given) gets
+// the bytes they held added.
+int delete_expired_recordings(int directory, std::time_t cutoff, const std::set<std::string>& keep,
+                              std::uint64_t* freed = nullptr);
+// The bytes of the regular "*.cast" files in `directory`, or -errno.
+std::int64_t recordings_size(int directory);
 
 }  // namespace ptyvisor::server

@@ -30,6 +30,9 @@ namespace {
 // normal operation it holds a handful (each closes in microseconds).
 constexpr std::size_t kMaxWorkerBacklog = 256;
 
+// How long accepting stays paused at most after accept4() ran out of descriptors or memory.
+constexpr std::uint64_t kAcceptRetryUsec = 100'000;
+
 std::optional<gid_t> group_id(const std::string& name) {
     std::vector<char> buffer(16384);
     group g{};
@@ -186,6 +189,11 @@ void Server::on_accept() {
         UniqueFd socket(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (!socket) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause_accepting(errno);
+            else if (errno == EAGAIN && accept_pause_logged_) {
+                // The queue is empty again: the episode is over.
+                accept_pause_logged_ = false;
+                log_info("accept resumed: the listen queue is empty");
+            }
             break;
         }
         try {
@@ -221,18 +229,36 @@ void Server::dispose_refused() {
     });
 }
 
-// Out of descriptors or memory: stop accepting until a connection closes, instead of
-// spinning on a listener that stays readable.
+// Out of descriptors or memory: stop accepting, instead of spinning on a listener that stays
+// readable, and try again when a connection closes or kAcceptRetryUsec has passed, whichever
+// is first. The timer is what ends the pause when no connection was holding the descriptors
+// (refused sockets waiting for the worker's close, a session's log): without it, accepting
+// stayed off for good after a flood of refused connections (docs/security.md, "Accept
+// paused for good").
 void Server::pause_accepting(int error) {
-    log_warning("accept paused", {{"ERROR", std::strerror(error)}});
+    // Logged once per episode: under a flood it pauses ten times a second.
+    if (!accept_pause_logged_) log_warning("accept paused", {{"ERROR", std::strerror(error)}});
+    accept_pause_logged_ = true;
     if (const int r = sd_event_source_set_enabled(accept_source_.get(), SD_EVENT_OFF); r < 0)
         log_error_errno(r, "cannot pause accepting");
+    accept_paused_ = true;
+    if (const int r = rearm_timer(event_, accept_retry_timer_, kAcceptRetryUsec, [this] { resume_accepting(); }); r < 0) {
+        // Without the timer, a pause could last for ever: keep accepting, and spin instead.
+        log_error_errno(r, "cannot arm the accept retry timer; accepting stays on");
+        resume_accepting();
+    }
 }
 
 void Server::resume_accepting() {
-    if (!accept_source_ || shutting_down_) return;
-    if (const int r = sd_event_source_set_enabled(accept_source_.get(), SD_EVENT_ON); r < 0)
-        log_error_errno(r, "cannot resume accepting; trying again when the next connection closes");
+    if (!accept_source_ || shutting_down_ || !accept_paused_) return;
+    accept_paused_ = false;
+    accept_retry_timer_.reset();
+    if (const int r = sd_event_source_set_enabled(accept_source_.get(), SD_EVENT_ON); r < 0) {
+        log_error_errno(r, "cannot resume accepting; trying again shortly");
+        accept_paused_ = true;
+        rearm_timer(event_, accept_retry_timer_, kAcceptRetryUsec, [this] { resume_accepting(); });
+        return;
+    }
 }
 
 void Server::reject(UniqueFd socket, ErrorCode code, std::string message) {
@@ -354,6 +380,7 @@ protocol::StatusReply Server::status() const {
     reply.counters.handshake_timeouts = counters.handshake_timeouts;
     reply.counters.evicted = counters.evicted;
     reply.counters.hung_up = counters.hung_up;
+    reply.counters.quarantined = counters.quarantined;
     reply.counters.rejected = counters.rejected;
     return reply;
 }
@@ -379,16 +406,6 @@ void Server::schedule_reap() {
 }
 
 void Server::reap() {
-    if (failed_) {
-        // Failing closed: nothing is cleaned up any more; the next start cleans up orphans.
-        std::vector<Connection*> all;
-        for (const auto& [raw, c] : connections_) all.push_back(raw);
-        for (Connection* c : all) c->abandon();
-        sessions_.abandon_all();
-        retired_.clear();
-        sd_event_exit(event_, 1);
-        return;
-    }
     retired_.clear();
     maybe_exit();
 }
@@ -409,20 +426,7 @@ void Server::begin_shutdown() {
 }
 
 void Server::maybe_exit() {
-    if (shutting_down_ && connections_.empty() && sessions_.empty()) sd_event_exit(event_, failed_ ? 1 : 0);
-}
-
-void Server::fail_closed(const std::string& why) {
-    if (failed_) return;
-    failed_ = true;
-    shutting_down_ = true;
-    log_error("cleanup failed; failing closed", {{"ERROR", why}});
-    sd_notifyf(0, "STATUS=Failed closed: %s", why.c_str());
-    accept_source_.reset();
-    listener_.reset();
-    // Deferred (reap()): we are inside a session's callback, which must return before it is
-    // torn down.
-    schedule_reap();
+    if (shutting_down_ && connections_.empty() && sessions_.empty()) sd_event_exit(event_, 0);
 }
 
 }  // namespace ptyvisor::server

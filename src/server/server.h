@@ -5,10 +5,10 @@
 // In particular a daemon without its SIGTERM handler never serves: with SIGTERM blocked
 // (main.cpp), only SIGKILL could stop it, and no session would be cleaned up.
 //
-// It stops in one of two ways. SIGTERM or SIGINT: stop accepting, end every session with
-// reason shutdown, wait for each cleanup, exit 0. A cleanup failure: fail closed, as the
-// pilot did (log, close the listener and every connection, exit non-zero) so that the
-// service manager restarts us and CleanupOrphans runs again.
+// It stops on SIGTERM or SIGINT: stop accepting, end every session with reason shutdown, wait
+// for each cleanup, exit 0. A cleanup that fails does not stop it (the pilot failed closed,
+// and then one process the kernel could not kill stopped the daemon and every later start):
+// the session is quarantined (Session::on_stopped) and the next start cleans up what is left.
 #pragma once
 
 #include <map>
@@ -26,6 +26,7 @@
 #include "server/config.h"
 #include "server/connection.h"
 #include "server/recording.h"
+#include "server/reply_budget.h"
 #include "server/session_handover.h"
 #include "server/screen_broker.h"
 #include "server/session_registry.h"
@@ -59,6 +60,7 @@ public:
     SessionRegistry& sessions() { return sessions_; }
     Recordings& recordings() { return recordings_; }
     ScreenBroker& screens() { return screens_; }
+    ReplyBudget& replies() { return replies_; }
     // Whether the peer is a member of the configured observer group.
     [[nodiscard]] bool in_observer_group(const PeerIdentity& peer) const;
     // A session went: the daemon may be done stopping.
@@ -75,7 +77,6 @@ public:
     std::string status_json() const;
     // The connection is closed; destroy it on the next loop iteration.
     void retire(Connection* connection);
-    void fail_closed(const std::string& why);
 
     // Handover (server_handover.cpp; server/session_handover.h).
     // What SIGHUP re-execs, with which arguments; an empty binary: SIGHUP is only logged.
@@ -126,6 +127,11 @@ private:
         std::string message;
     };
     std::vector<Refusal> refused_;
+    ReplyBudget replies_;
+    // While accepting is paused (pause_accepting): the timer that ends the pause.
+    bool accept_paused_ = false;
+    bool accept_pause_logged_ = false;  // since the listen queue was last found empty
+    EventSource accept_retry_timer_;
     EventSource accept_source_, sigterm_source_, sigint_source_, sighup_source_, reap_source_, watchdog_source_;
     // Outlives the sessions, whose recorders tell it when they close.
     Recordings recordings_;
@@ -139,11 +145,11 @@ private:
     gid_t terminal_group_;
     std::optional<gid_t> observer_group_;
     bool shutting_down_ = false;
-    bool failed_ = false;
     std::string reexec_binary_;
     std::vector<std::string> reexec_argv_;
     bool reexec_pending_ = false;
     int reexec_worker_waits_ = 0;  // retries while the blocking worker has jobs
+    int reexec_session_waits_ = 0;  // retries while a session is starting or ending
     bool fd_store_ = false;
     void exit_keeping_sessions();
     EventSource reexec_timer_;

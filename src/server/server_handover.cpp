@@ -19,6 +19,7 @@ namespace {
 constexpr std::uint64_t kReexecRetryUsec = 20'000;
 // How long the re-exec waits for the blocking worker to finish its jobs (see try_reexec).
 constexpr int kReexecWorkerRetries = 250;  // 5 s
+constexpr int kReexecSessionRetries = 1500;  // 30 s: a start or a cleanup takes far less
 
 // The parts of one handed-over session, checked; false with `why`.
 bool check_parts(const std::string& id, HandedOverSession& parts, const std::string& unit_prefix,
@@ -115,10 +116,21 @@ void Server::try_reexec() {
     for (const Session* s : sessions_.all()) {
         const auto state = s->state();
         if (state == Session::State::Starting || state == Session::State::Ending) {
+            // A session may stay Starting for good (its command hangs in exec on a FUSE mount
+            // the agent serves): the re-exec is not worth accepting nothing for ever.
+            if (++reexec_session_waits_ > kReexecSessionRetries) {
+                log_error("re-exec cancelled: a session is still starting or ending; serving on",
+                          {{"UNIT", s->unit()}});
+                reexec_pending_ = false;
+                reexec_session_waits_ = 0;
+                add_io(event_, accept_source_, listener_.get(), EPOLLIN, [this](std::uint32_t) { on_accept(); });
+                return;
+            }
             add_timer(event_, reexec_timer_, kReexecRetryUsec, [this] { try_reexec(); });
             return;
         }
     }
+    reexec_session_waits_ = 0;
     // The blocking worker closes descriptors by number, and below the passed descriptors are
     // placed at 3.. over whatever held those numbers: a close still to run on a worker thread
     // would close one of them (a descriptor handed to the worker for closing may be one of

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "common/log.h"
 #include "protocol/session_payloads.h"
@@ -249,14 +250,35 @@ bool Session::resize(protocol::WindowSize size) {
     return true;
 }
 
+namespace {
+std::uint64_t monotonic_usec() {
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000 + static_cast<std::uint64_t>(t.tv_nsec) / 1000;
+}
+}  // namespace
+
+std::uint64_t Session::signal_wait_usec() const {
+    const std::uint64_t now = monotonic_usec();
+    return signal_ready_usec_ > now ? signal_ready_usec_ - now : 0;
+}
+
 int Session::signal(const protocol::SignalRequest& request, pid_t& group) {
     if (!backend_session_) return ESRCH;
-    if (request.target != protocol::SignalTarget::Foreground) return backend_session_->signal_all(request.signal);
-    // Not TIOCSIG: the pty driver takes only SIGINT, SIGQUIT and SIGTSTP from it. The group
-    // is the terminal's, but only its processes in this session that the agent could
-    // signal are signalled.
-    group = master_ ? ::tcgetpgrp(master_.get()) : -1;
-    return backend_session_->signal_foreground_group(group, request.signal);
+    const std::uint64_t began = monotonic_usec();
+    int e = 0;
+    if (request.target != protocol::SignalTarget::Foreground) {
+        e = backend_session_->signal_all(request.signal);
+    } else {
+        // Not TIOCSIG: the pty driver takes only SIGINT, SIGQUIT and SIGTSTP from it. The
+        // group is the terminal's, but only its processes in this session that the agent
+        // could signal are signalled.
+        group = master_ ? ::tcgetpgrp(master_.get()) : -1;
+        e = backend_session_->signal_foreground_group(group, request.signal);
+    }
+    const std::uint64_t ended = monotonic_usec();
+    signal_ready_usec_ = ended + kSignalPacing * (ended - began);
+    return e;
 }
 
 // ---- Output ------------------------------------------------------------------------------
@@ -413,8 +435,19 @@ void Session::stop_backend() {
 void Session::on_stopped(bool ok, const std::string& why) {
     stopped_ = true;
     release_slot();
-    if (!ok) return server_.fail_closed(why);
-    log_info("session cleaned up", {{"UNIT", unit_}, {"REASON", std::string(protocol::to_string(reason_))}});
+    if (ok) {
+        log_info("session cleaned up", {{"UNIT", unit_}, {"REASON", std::string(protocol::to_string(reason_))}});
+    } else {
+        // Its processes outlived the deadline: the kernel could not end them yet (blocked in a
+        // FUSE request its server never answers, in state D). Failing closed made one such
+        // process stop the daemon, and the next start too (docs/security.md, "An unkillable
+        // session process"). The session ends for its clients like any other; what is left of
+        // it (the record and cgroup, or the unit) is the next start's cleanup_orphans() to
+        // retry, and the killed processes end by themselves once their request is answered.
+        ++server_.admission().counters().quarantined;
+        log_error("session quarantined: its processes outlived the cleanup deadline",
+                  {{"UNIT", unit_}, {"ERROR", why}});
+    }
     if (!drain_timer_) start_drain_timer();
     read_terminal();
     maybe_finish();
@@ -466,14 +499,6 @@ void Session::finish(protocol::ExitStatus status) {
     server_.sessions().ended(this);
 }
 
-void Session::abandon() {
-    unstore_for_handover();  // failing closed: the next start cleans it up, never takes it back
-    backend_session_.reset();  // its processes are left to the next run's cleanup_orphans
-    set_bulk(false);
-    terminal_source_.reset();
-    drain_timer_.reset();
-    master_.reset();
-}
 
 void Session::release_slot() {
     if (!holds_slot_) return;

@@ -135,17 +135,21 @@ public:
     void write_input(std::span<const std::uint8_t> bytes);
     [[nodiscard]] bool input_full() const;
     bool resize(protocol::WindowSize size);
-    // 0, or ESRCH / EPERM as backends::Session::signal_* say.
+    // 0, or ESRCH / EPERM as backends::Session::signal_* say. Each call walks the
+    // session's processes (/proc for each member), so its cost is chosen by the client:
+    // callers ask signal_wait_usec() first and deliver only when it is 0.
     int signal(const protocol::SignalRequest& request, pid_t& group);
+    // How long a signal to this session must wait: after each delivery, kSignalPacing times
+    // what it cost, so that signals take at most 1/(1+kSignalPacing) of the loop whatever a
+    // client sends (docs/security.md, "SIGNAL flood").
+    [[nodiscard]] std::uint64_t signal_wait_usec() const;
+    static constexpr std::uint64_t kSignalPacing = 4;
     // Ends the session: STOP, KILL, a bound controller's disconnect or stall, shutdown.
     void stop(protocol::ExitReason reason);
 
     // A client took output: a paused bound session may read on.
     void client_advanced();
 
-    // Drops every process without stopping it (fail-closed): the next run's cleanup_orphans
-    // ends them.
-    void abandon();
 
     // Handover (server/session_handover.h, server_handover.cpp).
     // Whether the session can be handed over now: Running (not starting, not ending).
@@ -214,6 +218,7 @@ private:
 
     std::vector<std::uint8_t> held_input_;
     std::uint64_t bytes_in_ = 0;
+    std::uint64_t signal_ready_usec_ = 0;  // CLOCK_MONOTONIC: when the next signal may go
 
     // Ending.
     bool started_ = false, start_failed_ = false;

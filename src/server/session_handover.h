@@ -34,7 +34,11 @@ namespace ptyvisor::server {
 
 // What a session needs besides its descriptors.
 struct HandoverRecord {
-    static constexpr std::size_t kMaxBytes = 256 * 1024;  // the whole JSON
+    // The whole JSON. A START's argv may take its whole payload (256 KiB), and JSON escapes a
+    // control byte in six: 2 MiB holds any argv a START can carry, with its cwd. (At 256 KiB,
+    // an argv near START's bound could not be handed over, and its session was lost at a
+    // restart.)
+    static constexpr std::size_t kMaxBytes = 2 * 1024 * 1024;
     static constexpr std::size_t kMaxArgs = 4096;
 
     std::string id;    // 32 lowercase hex digits

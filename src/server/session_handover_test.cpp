@@ -27,6 +27,19 @@ HandoverRecord sample() {
     return r;
 }
 
+// Issue 24: an argv near START's 256 KiB bound, of bytes JSON escapes sixfold, made the
+// metadata larger than its cap, and the session could not be handed over.
+TEST(SessionHandover, TheLargestArgvAStartCanCarryRoundTrips) {
+    auto in = sample();
+    in.argv = {"printf", std::string(250 * 1024, '\x01')};
+    const std::string text = encode_handover(in);
+    EXPECT_GT(text.size(), 256u * 1024);
+    HandoverRecord out;
+    std::string why;
+    ASSERT_TRUE(decode_handover(text, "ptyvisor", out, why)) << why;
+    EXPECT_EQ(out.argv, in.argv);
+}
+
 TEST(SessionHandover, RecordRoundTrips) {
     const auto in = sample();
     HandoverRecord out;

@@ -53,30 +53,41 @@ void SessionRegistry::client_left(Session* session) { review(session); }
 
 // An ended session goes when nobody reads it and nobody may come back for it.
 void SessionRegistry::review(Session* session) {
-    if (session->state() != Session::State::Ended || session->clients() > 0) return;
+    if (session->state() != Session::State::Ended) return;
+    const std::string id = session->id();
+    bound_ended();
+    const auto it = sessions_.find(id);
+    if (it == sessions_.end() || it->second.get() != session) return;  // it was the oldest
+    if (session->clients() > 0) return;
     if (session->detached() && !session->failed_to_start() && !server_.shutting_down()) {
-        // Kept for late readers; bounded in number as in time.
-        std::vector<Session*> ended;
-        for (const auto& [id, s] : sessions_)
-            if (s->state() == Session::State::Ended && s->clients() == 0) ended.push_back(s.get());
-        const std::size_t keep = server_.config().limits.max_sessions;
-        if (ended.size() > keep) {
-            std::sort(ended.begin(), ended.end(), [](Session* a, Session* b) { return a->ended_usec() < b->ended_usec(); });
-            for (std::size_t i = 0; i + keep < ended.size(); ++i) {
-                const auto it = sessions_.find(ended[i]->id());
-                doomed_.push_back(std::move(it->second));
-                sessions_.erase(it);
-            }
-            schedule_reap();
-        }
-        arm_expiry();
+        arm_expiry();  // kept for late readers, until its retention has passed
         return;
     }
-    const auto it = sessions_.find(session->id());
-    if (it == sessions_.end()) return;
     doomed_.push_back(std::move(it->second));
     sessions_.erase(it);
     schedule_reap();
+}
+
+// Ended sessions are kept while readers are attached and, detached, for their retention; at
+// most max_sessions of them at once, whoever reads them. An observer or a WAIT attached to an
+// ended session does not keep it past that bound: the oldest go first, and their readers are
+// told the session has gone (~Session). Only a controller still taking its EXIT keeps one:
+// that lasts until it has read it, or until the operation timeout cuts it off. Counting only
+// the unread ones let a reader hold any number of them, each with its log and its screen.
+void SessionRegistry::bound_ended() {
+    std::vector<Session*> ended;
+    for (const auto& [id, s] : sessions_)
+        if (s->state() == Session::State::Ended && !s->controller()) ended.push_back(s.get());
+    const std::size_t keep = server_.config().limits.max_sessions;
+    if (ended.size() <= keep) return;
+    std::sort(ended.begin(), ended.end(), [](Session* a, Session* b) { return a->ended_usec() < b->ended_usec(); });
+    for (std::size_t i = 0; i + keep < ended.size(); ++i) {
+        const auto it = sessions_.find(ended[i]->id());
+        doomed_.push_back(std::move(it->second));
+        sessions_.erase(it);
+    }
+    schedule_reap();
+    arm_expiry();
 }
 
 void SessionRegistry::schedule_reap() {
@@ -137,10 +148,5 @@ void SessionRegistry::forget_clients() {
     for (const auto& s : doomed_) s->forget_clients();
 }
 
-void SessionRegistry::abandon_all() {
-    for (const auto& [id, s] : sessions_) s->abandon();
-    sessions_.clear();
-    doomed_.clear();
-}
 
 }  // namespace ptyvisor::server

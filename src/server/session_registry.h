@@ -2,8 +2,9 @@
 //
 // A session stays while it runs. Once Ended it stays while a client is attached (to read
 // its last output and its EXIT); a detached one then stays for the retention time, so that
-// a late reader still finds its status and log, and at most max_sessions ended ones are
-// kept (the oldest go first). Sessions are destroyed on a later loop iteration, never
+// a late reader still finds its status and log. At most max_sessions ended ones are kept,
+// readers or not (the oldest go first, and their readers are told); only a controller still
+// taking its EXIT holds one past that. Sessions are destroyed on a later loop iteration, never
 // inside one of their own callbacks.
 #pragma once
 
@@ -42,13 +43,12 @@ public:
     void client_left(Session* session);
     // The daemon stops: every session ends with reason shutdown.
     void shut_down();
-    // Fail-closed: every session is dropped without cleanup.
-    void abandon_all();
     // The server is being destroyed: sessions forget their clients, without telling them.
     void forget_clients();
 
 private:
     void review(Session* session);
+    void bound_ended();
     void schedule_reap();
     void reap();
     void expire();

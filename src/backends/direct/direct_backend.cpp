@@ -466,8 +466,7 @@ std::unique_ptr<Session> DirectBackend::adopt(const Adoption& spec, SessionEvent
     return session;
 }
 
-bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& why) {
-    bool ok = true;
+bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& /*why*/) {
     std::set<std::string> cgroups;
     // list() hands out only records this daemon could have written; it removes the rest.
     for (const auto& r : records_.list()) {
@@ -489,21 +488,23 @@ bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& why
     if (root_)
         for (const auto& c : root_->children())
             if (!adopted_.contains(c.substr(c.rfind('/') + 1))) cgroups.insert(c);
+    // What does not end is quarantined, not fatal: a process the kernel cannot kill yet
+    // (blocked in a FUSE request that is never answered) kept the daemon from starting, for
+    // good. Its cgroup stays, and the next start tries again; the killed processes end once
+    // their request is answered.
     for (const auto& c : cgroups) {
         if (const int e = direct::kill_cgroup(c); e != 0) {
-            why = "cannot kill orphan cgroup " + c + ": " + std::strerror(e);
-            ok = false;
+            log_error("cannot kill an orphan cgroup; quarantined, serving on", {{"CGROUP", c}, {"ERROR", std::strerror(e)}});
             continue;
         }
         if (!wait_cgroup_empty(c, deadline)) {
-            why = "orphan cgroup " + c + " did not empty in time";
-            ok = false;
+            log_error("an orphan cgroup did not empty in time; quarantined, serving on", {{"CGROUP", c}});
             continue;
         }
         direct::remove_cgroup(c);
     }
     reap_stray_children();
-    return ok;
+    return true;
 }
 
 // The cgroup directory of one daemon instance: a digest of its state directory (FNV-1a),

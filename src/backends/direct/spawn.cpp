@@ -59,6 +59,8 @@ struct Plan {
     char* const* argv;
     char* const* envp;
     struct rlimit nofile;
+    bool has_limits;
+    struct rlimit limits[RLIM_NLIMITS];  // the agent's (SessionSpec::limits), when has_limits
 };
 
 // A system call that returns -errno and never writes errno: a child that shares the
@@ -153,8 +155,22 @@ void restore_scheduling(const Plan& p) {
 
 // Runs in the child: never returns. Raw system calls only (see sys()).
 [[noreturn]] void become_session(const Plan& p) {
-    // The daemon raised its own descriptor limit; the command gets the usual one back.
-    sys(SYS_prlimit64, 0, RLIMIT_NOFILE, arg(&p.nofile), 0);
+    // The agent's limits, while still root (raising one back needs it): never the daemon's,
+    // which has raised its descriptor limit and runs with root's. Else the usual descriptor
+    // limit back.
+    if (p.has_limits) {
+        // Within what the daemon has: raising a hard limit needs CAP_SYS_RESOURCE, which a
+        // confined daemon may lack, and a lower one is never more than the agent's.
+        for (long r = 0; r < RLIM_NLIMITS; ++r) {
+            struct rlimit now{}, wanted = p.limits[r];
+            if (sys(SYS_prlimit64, 0, r, 0, arg(&now)) < 0) continue;
+            if (wanted.rlim_max > now.rlim_max) wanted.rlim_max = now.rlim_max;
+            if (wanted.rlim_cur > wanted.rlim_max) wanted.rlim_cur = wanted.rlim_max;
+            sys(SYS_prlimit64, 0, r, arg(&wanted), 0);
+        }
+    } else {
+        sys(SYS_prlimit64, 0, RLIMIT_NOFILE, arg(&p.nofile), 0);
+    }
     restore_scheduling(p);
     // The daemon blocks signals for sd-event; the command must start with a clean slate.
     reset_signals();
@@ -182,6 +198,11 @@ void restore_scheduling(const Plan& p) {
     if (const long r = sys(SYS_setresuid, p.uid, p.uid, p.uid); r < 0) child_fail(p, Step::Uid, r);
     if (const long r = sys(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); r < 0) child_fail(p, Step::NoNewPrivs, r);
     if (const long r = sys(SYS_fchdir, p.cwd); r < 0) child_fail(p, Step::Chdir, r);
+    // Nothing of the daemon's is held from here on but the status pipe: an exec that never
+    // returns (a command on a FUSE mount whose server never answers) held copies of the
+    // listener, of other sessions' terminals and logs, for as long as it hung.
+    if (p.status_fd > 3) sys(SYS_close_range, 3, p.status_fd - 1, 0);
+    sys(SYS_close_range, p.status_fd + 1, ~0U, 0);
     long first_error = -ENOENT;
     for (char* const* file = p.candidates; *file; ++file) {
         const long r = sys(SYS_execve, arg(*file), arg(p.argv), arg(p.envp));
@@ -286,6 +307,9 @@ Plan* write_plan(const SessionSpec& spec, int status_fd, int cgroup_dir, ChildMe
     plan->argv = w.strings(spec.argv);
     plan->envp = w.strings(spec.env);
     plan->nofile = original_nofile_limit();
+    plan->has_limits = spec.limits.has_value();
+    if (spec.limits)
+        for (std::size_t r = 0; r < RLIM_NLIMITS; ++r) plan->limits[r] = (*spec.limits)[r];
     return plan;
 }
 

@@ -177,10 +177,11 @@ bool SystemdBackend::cleanup_orphans(Clock::time_point deadline, std::string& wh
     for (const auto& u : units)
         if (u.active_state != "inactive" && u.active_state != "failed" && !adopted_.contains(u.name))
             still += (still.empty() ? "" : ", ") + u.name + " (" + u.active_state + ")";
-    if (!still.empty()) {
-        why = "leftover session units did not stop in time: " + still;
-        return false;
-    }
+    // Quarantined, not fatal: a unit whose processes the kernel cannot end yet (blocked in a
+    // request that is never answered) kept the daemon from starting, for good. Its stop job
+    // goes on in systemd; the next start looks again.
+    if (!still.empty())
+        log_error("leftover session units did not stop in time; quarantined, serving on", {{"UNITS", still}});
     return true;
 }
 
@@ -248,6 +249,7 @@ std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents e
     svc.working_directory = spec.cwd_path;
     svc.exec_path = spec.exec_path;
     if (!translate_properties(spec.properties, svc.extra, why)) return nullptr;
+    svc.limits = spec.limits;
     svc.description = describe(spec.argv);
     svc.slice = std::string(kSessionSlice);
     svc.user = spec.account.name.empty() ? std::to_string(spec.account.uid) : spec.account.name;

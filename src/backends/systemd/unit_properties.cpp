@@ -333,6 +333,29 @@ int append_agent_sandbox(sd_bus_message* m, sd_bus_message* from, bool& joins) {
     return sd_bus_message_exit_container(from);
 }
 
+// systemd's name of each resource limit, indexed by RLIMIT_*.
+constexpr const char* kLimitNames[RLIM_NLIMITS] = {
+    "LimitCPU", "LimitFSIZE", "LimitDATA",   "LimitSTACK", "LimitCORE",       "LimitRSS",
+    "LimitNPROC", "LimitNOFILE", "LimitMEMLOCK", "LimitAS", "LimitLOCKS",  "LimitSIGPENDING",
+    "LimitMSGQUEUE", "LimitNICE", "LimitRTPRIO", "LimitRTTIME"};
+static_assert(RLIMIT_NPROC == 6 && RLIMIT_NOFILE == 7 && RLIMIT_RTTIME == 15, "kLimitNames follows RLIMIT_*");
+
+// The agent's limits, hard and soft, but those the configuration sets (it wins).
+int append_agent_limits(sd_bus_message* m, const ResourceLimits& limits, const std::vector<PropertyValue>& extra) {
+    for (std::size_t i = 0; i < limits.size(); ++i) {
+        const std::string name = kLimitNames[i];
+        const bool configured = std::any_of(extra.begin(), extra.end(), [&](const PropertyValue& p) {
+            return p.name == name || p.name == name + "Soft";
+        });
+        if (configured) continue;
+        int r = sd_bus_message_append(m, "(sv)", name.c_str(), "t", static_cast<std::uint64_t>(limits[i].rlim_max));
+        if (r >= 0)
+            r = sd_bus_message_append(m, "(sv)", (name + "Soft").c_str(), "t", static_cast<std::uint64_t>(limits[i].rlim_cur));
+        if (r < 0) return r;
+    }
+    return 0;
+}
+
 int append_all(sd_bus_message* m, const TransientService& s) {
     int r = 0;
     auto str = [&](const char* name, const std::string& value) {
@@ -389,6 +412,7 @@ int append_all(sd_bus_message* m, const TransientService& s) {
     }
     for (const auto& p : s.extra)
         if ((r = append_property(m, p)) < 0) return r;
+    if (s.limits && (r = append_agent_limits(m, *s.limits, s.extra)) < 0) return r;
     // Last, so that nothing before it can weaken it.
     return append_enforced_sandbox(m);
 }

@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "backends/systemd/sd_ptr.h"
+#include "common/process.h"
 
 namespace ptyvisor::backends::systemd {
 
@@ -69,6 +71,9 @@ struct TransientService {
     std::string tty_path;
     std::uint64_t timeout_stop_usec = 5'000'000;
     std::vector<PropertyValue> extra; // from translate_properties
+    // The agent's resource limits (SessionSpec::limits), as LimitX= and LimitXSoft=, but for
+    // a limit that `extra` sets itself.
+    std::optional<ResourceLimits> limits;
     // The agent's unit and its Service properties (a GetAll reply, a{sv}), or empty/nullptr:
     // the session gets the agent's sandbox (agent_sandbox_properties()) and, where the agent
     // has a private /tmp, network or IPC, JoinsNamespaceOf= it, to share them.

@@ -74,6 +74,10 @@ std::string DaemonConfig::to_toml() const {
     t << "[recording]\n";
     t << "directory = " << quote(recording_directory) << "\n";
     t << "max_bytes = " << recording_max_bytes << "\n";
+    // Only when a test sets it: a daemon from before the key (the attack tests run against
+    // one to show they fail there) refuses keys it does not know.
+    if (recording_max_total_bytes != DaemonConfig{}.recording_max_total_bytes)
+        t << "max_total_bytes = " << recording_max_total_bytes << "\n";
     t << "retention = " << recording_retention << "\n";
     if (screen_reply_timeout > 0) t << "\n[screen]\nreply_timeout = " << number(screen_reply_timeout) << "\n";
     if (!properties.empty()) {

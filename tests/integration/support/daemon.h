@@ -48,6 +48,7 @@ struct DaemonConfig {
     // [recording]; an empty directory: sessions are not recorded
     std::string recording_directory;
     long long recording_max_bytes = 64ll * 1024 * 1024;
+    long long recording_max_total_bytes = 1ll << 30;
     long long recording_retention = 7 * 24 * 3600;  // seconds; 0: kept forever
 
     // [session.properties]
