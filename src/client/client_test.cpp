@@ -596,16 +596,22 @@ TEST(ClientConnect, ReportsPathAndReason) {
     EXPECT_EQ(client.fd(), -1);
 }
 
-TEST(ClientConnect, ConnectsToAListeningSocketNonBlocking) {
-    const auto path = std::filesystem::temp_directory_path() /
-                      ("ptyvisor-client-test-" + std::to_string(::getpid()) + ".sock");
+// A listening Unix socket at a fresh path in the temporary directory, that nobody accepts on.
+UniqueFd listen_at(const std::filesystem::path& path, int backlog) {
     std::filesystem::remove(path);
     UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-    ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(::listen(listener.get(), 1), 0);
+    EXPECT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+    EXPECT_EQ(::listen(listener.get(), backlog), 0) << std::strerror(errno);
+    return listener;
+}
+
+TEST(ClientConnect, ConnectsToAListeningSocketNonBlocking) {
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("ptyvisor-client-test-" + std::to_string(::getpid()) + ".sock");
+    const UniqueFd listener = listen_at(path, 1);
     Connection client;
     std::string why;
     ASSERT_TRUE(client.connect(path.string(), why)) << why;
@@ -621,13 +627,7 @@ TEST(ClientConnect, ConnectsToAListeningSocketNonBlocking) {
 TEST(ClientConnect, AFullListenQueueIsGivenUpAtTheDeadline) {
     const auto path = std::filesystem::temp_directory_path() /
                       ("ptyvisor-client-full-" + std::to_string(::getpid()) + ".sock");
-    std::filesystem::remove(path);
-    UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-    ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    ASSERT_EQ(::listen(listener.get(), 0), 0);
+    const UniqueFd listener = listen_at(path, 0);
     // Never accepted: the queue is full once one connection waits in it.
     std::vector<Connection> queued(2);
     std::string why;

@@ -82,13 +82,22 @@ protected:
     void expect_the_loop_serves_others(const std::string& during) {
         auto other = connect_as_account();
         ASSERT_NE(other, nullptr);
-        UniqueFd cwd = open_work_dir();
-        ASSERT_EQ(other->send_start(RawClient::start_request({"true"}, session_env(), cwd.get()), {cwd.get()}), 0);
+        ASSERT_TRUE(start_session(*other, {"true"})) << "no STARTED during " << during;
         std::string seen;
-        ASSERT_TRUE(other->expect_started(kAnswer, &seen)) << "no STARTED during " << during << ": " << seen;
         const auto exit = other->read_until_exit(kAnswer, &seen);
         ASSERT_TRUE(exit) << "no EXIT during " << during << ": " << seen;
         EXPECT_EQ(exit->code, 0);
+    }
+
+    // WAIT for `pattern` in the whole log of session `id`.
+    static protocol::WaitRequest text_wait(const std::string& id, const std::string& pattern, std::uint64_t timeout_ms) {
+        protocol::WaitRequest w;
+        w.id = id;
+        w.what = protocol::WaitRequest::For::Text;
+        w.pattern = pattern;
+        w.from = {protocol::LogPosition::Kind::Start, 0};
+        w.timeout_ms = timeout_ms;
+        return w;
     }
 
     // Sums the sizes of the *.cast files in `dir`.
@@ -176,11 +185,8 @@ TEST_F(ClientBound, ASignalFloodFromTheControllerDoesNotFreezeTheLoop) {
     ASSERT_NE(start_daemon(), nullptr);
     auto c = connect_as_account();
     ASSERT_NE(c, nullptr);
-    UniqueFd cwd = open_work_dir();
-    const std::vector<std::string> many = {"sh", "-c", "for i in $(seq 300); do sleep 600 & done; echo ready; wait"};
-    ASSERT_EQ(c->send_start(RawClient::start_request(many, session_env(), cwd.get()), {cwd.get()}), 0);
+    ASSERT_TRUE(start_session(*c, {"sh", "-c", "for i in $(seq 300); do sleep 600 & done; echo ready; wait"}));
     std::string seen;
-    ASSERT_TRUE(c->expect_started(kAnswer, &seen)) << seen;
     ASSERT_TRUE(c->read_output_until("ready", Millis(30000), &seen)) << seen;
     // 300 processes: a SIGNAL to all of them costs milliseconds; 40000 of them, minutes.
     const auto frame = protocol::encode_frame(
@@ -206,13 +212,7 @@ TEST_F(ClientBound, AWaitForACostlyPatternDoesNotFreezeTheLoop) {
     ASSERT_TRUE(exited && exited->matched);
     auto waiter = connect_as_account();
     ASSERT_NE(waiter, nullptr);
-    protocol::WaitRequest w;
-    w.id = id;
-    w.what = protocol::WaitRequest::For::Text;
-    w.pattern = "a[ab]{990}c";
-    w.from = {protocol::LogPosition::Kind::Start, 0};
-    w.timeout_ms = 600000;
-    ASSERT_EQ(waiter->send_frame(FrameType::Wait, protocol::encode(w)), 0);
+    ASSERT_EQ(waiter->send_frame(FrameType::Wait, protocol::encode(text_wait(id, "a[ab]{990}c", 600000))), 0);
     expect_the_loop_serves_others("a costly WAIT");
     // The search goes on, in turns: the waiter has had no answer (no match is possible).
     const auto in = waiter->next(Millis(200));
@@ -223,11 +223,7 @@ TEST_F(ClientBound, AWaitPatternWhoseProgramIsTooLargeIsRefused) {
     ASSERT_NE(start_daemon(), nullptr);
     const std::string id = start_detached({"true"});
     ASSERT_FALSE(id.empty());
-    protocol::WaitRequest w;
-    w.id = id;
-    w.what = protocol::WaitRequest::For::Text;
-    w.pattern = "a[ab]{999}c|b[ab]{999}d";  // over 2000 instructions
-    const auto frames = request(FrameType::Wait, protocol::encode(w));
+    const auto frames = request(FrameType::Wait, protocol::encode(text_wait(id, "a[ab]{999}c|b[ab]{999}d", 1000)));  // over 2000 instructions
     EXPECT_EQ(error_of(frames), "bad_frame");
     ASSERT_EQ(frames.size(), 1u);
     EXPECT_NE(std::string(frames.front().text()).find("too complex"), std::string::npos) << frames.front().text();
@@ -243,13 +239,9 @@ TEST_F(ClientBound, AnUnkillableSessionProcessStopsNeitherTheDaemonNorItsNextSta
     ASSERT_NE(d, nullptr);
     auto c = connect_as_account();
     ASSERT_NE(c, nullptr);
-    UniqueFd cwd = open_work_dir();
-    ASSERT_EQ(c->send_start(RawClient::start_request({"sh", "-c", "echo ready; exec sleep 600"}, session_env(), cwd.get()),
-                            {cwd.get()}),
-              0);
+    const auto started = start_session(*c, {"sh", "-c", "echo ready; exec sleep 600"});
+    ASSERT_TRUE(started);
     std::string seen;
-    const auto started = c->expect_started(kAnswer, &seen);
-    ASSERT_TRUE(started) << seen;
     ASSERT_TRUE(c->read_output_until("ready", kAnswer, &seen)) << seen;
     Unkillable stuck(static_cast<pid_t>(started->pid), dir_->path());
     ASSERT_TRUE(stuck.frozen()) << stuck.error();
@@ -293,8 +285,13 @@ TEST_F(ClientBound, APeerTracedByASessionIsRefused) {
     ASSERT_NE(start_daemon(), nullptr);
     std::string error;
     // The agent's process waits for a line, then asks for a session.
+    auto options = client_options(ClientOptions::Stdin::Pipe);
+#if defined(__SANITIZE_ADDRESS__)
+    // LeakSanitizer cannot run in a traced process: it would fail the client's exit.
+    options.env.push_back("ASAN_OPTIONS=detect_leaks=0");
+#endif
     auto agent = ClientProcess::spawn("/bin/sh", {"-c", "read go && exec \"$0\" run -- true", cli_binary()},
-                                      *account_, client_options(ClientOptions::Stdin::Pipe), error);
+                                      *account_, options, error);
     ASSERT_NE(agent, nullptr) << error;
     const std::string tracer = start_detached(
         {"python3", "-c",
@@ -309,13 +306,7 @@ TEST_F(ClientBound, APeerTracedByASessionIsRefused) {
          "    if not os.WIFSTOPPED(status): break\n"
          "    libc.ptrace(7, pid, 0, os.WSTOPSIG(status))\n"});  // PTRACE_CONT
     ASSERT_FALSE(tracer.empty());
-    protocol::WaitRequest w;
-    w.id = tracer;
-    w.what = protocol::WaitRequest::For::Text;
-    w.pattern = "seized -?[0-9]+ [0-9]+";
-    w.from = {protocol::LogPosition::Kind::Start, 0};
-    w.timeout_ms = 10000;
-    ASSERT_TRUE(wait(w));
+    ASSERT_TRUE(wait(text_wait(tracer, "seized -?[0-9]+ [0-9]+", 10000)));
     const auto log = read_log(tracer);
     ASSERT_TRUE(log);
     ASSERT_NE(log->bytes.find("seized 0 0"), std::string::npos) << "the session could not trace: " << log->bytes;
