@@ -215,10 +215,6 @@ void Server::dispose_refused() {
     refused_.clear();
     worker_.submit([batch] {
         for (Refusal& r : *batch) {
-            if (r.message.empty()) {  // the peer hung up: nobody to answer
-                r.socket.reset();
-                continue;
-            }
             const auto frame = protocol::encode_frame(protocol::FrameType::Error,
                                                       protocol::encode(protocol::ErrorReply{r.code, r.message}));
             // A fresh socket's send buffer is empty, so this small frame fits; never wait for it.
@@ -270,6 +266,19 @@ void Server::reject(UniqueFd socket, ErrorCode code, std::string message) {
 
 void Server::accept_one(UniqueFd socket) {
     if (shutting_down_) return reject(std::move(socket), ErrorCode::ShuttingDown, "the daemon is stopping");
+    // A peer that hung up before saying a word (a connect-and-close flood, whose connections
+    // wait in the listen queue long enough for that) is dropped unanswered: it can read no
+    // ERROR, and nothing it could have sent is left. One recv() instead of a pidfd, a cgroup
+    // read and a connection. Counted apart (STATUS `hung_up`): it never reached admission, and
+    // an operator should still see a flood of them. It is closed here, on the loop, not on the
+    // worker: with nothing queued and its peer gone, no descriptor can be in flight in it, so
+    // its close cannot block; and a flood of them, each held until the worker's close, ran the
+    // daemon out of descriptors and drained the listen queue at a few hundred a second.
+    if (char byte = 0; ::recv(socket.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+        ++admission_.counters().hung_up;
+        socket.reset();
+        return;
+    }
     PeerIdentity peer;
     if (const int r = read_peer_credentials(socket.get(), peer); r < 0)
         return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(-r));
@@ -279,16 +288,6 @@ void Server::accept_one(UniqueFd socket) {
     // connection waits behind them in the listen queue (listener.h).
     if (admission_.holds_all_its_handshakes(peer.cred.pid))
         return reject(std::move(socket), ErrorCode::Overloaded, "too many connections are waiting for START");
-    // A peer that hung up before saying a word (a connect-and-close flood, whose connections
-    // wait in the listen queue long enough for that) is dropped unanswered: it can read no
-    // ERROR, and nothing it could have sent is left. One recv() instead of a pidfd, a cgroup
-    // read and a connection. Counted apart (STATUS `hung_up`): it never reached admission, and
-    // an operator should still see a flood of them.
-    if (char byte = 0; ::recv(socket.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
-        ++admission_.counters().hung_up;
-        refused_.push_back(Refusal{std::move(socket), ErrorCode::NotAllowed, std::string()});
-        return;
-    }
     // Likewise, under allow_units, a process of the account that is no allowed unit's live
     // MainPID, when the backend can tell from the PID alone (Backend::refuses_pid).
     if (peer.cred.uid != 0 && peer.cred.uid == account_.uid && peer.cred.gid == account_.gid) {

@@ -119,8 +119,7 @@ private:
     UniqueFd listener_;
     // The sockets refused during one accept batch, closed on the worker together when the
     // batch ends: one job (and one wake-up of a worker thread) per batch, not per refusal.
-    // A peer refused at accept, to be answered (unless `message` is empty: it hung up) and
-    // closed on the worker (dispose_refused).
+    // A peer refused at accept, to be answered and closed on the worker (dispose_refused).
     struct Refusal {
         UniqueFd socket;
         protocol::ErrorCode code;
