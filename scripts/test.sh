@@ -50,6 +50,7 @@ done
 stage "benchmarks, smoke size"
 PTYVISOR_BENCH_BUILD=$PWD/build/default bench/run.sh --smoke --out build/bench-smoke
 python3 bench/relay_cpu.py --build build/default --rounds 1 --bytes 1048576
+python3 bench/attack_latency.py --build build/default --seconds 1
 
 if [ "${PTYVISOR_SKIP_ASAN:-0}" != 1 ]; then
   stage "ASan+UBSan build"
