@@ -50,9 +50,16 @@ public:
         dir_ = root + "/ptyvisor-test-" + std::to_string(::getpid()) + "-" + std::to_string(pid);
         fs::create_directories(dir_);
         write_text_file(dir_ + "/cgroup.procs", std::to_string(pid));
-        write_text_file(dir_ + "/freezer.state", "FROZEN");
-        frozen_ = read_text_file(dir_ + "/freezer.state").starts_with("FROZEN");
-        if (!frozen_) error_ = "the freezer did not freeze pid " + std::to_string(pid);
+        // FREEZING until every task has stopped; the state changes with no event to wait for,
+        // so it is read again (cgroup-v1/freezer-subsystem.rst: write FROZEN again to retry).
+        const auto deadline = Clock::now() + Millis(10000);
+        for (;;) {
+            write_text_file(dir_ + "/freezer.state", "FROZEN");
+            frozen_ = read_text_file(dir_ + "/freezer.state").starts_with("FROZEN");
+            if (frozen_ || Clock::now() > deadline) break;
+            std::this_thread::sleep_for(Millis(10));
+        }
+        if (!frozen_) error_ = "the freezer did not freeze pid " + std::to_string(pid) + " in 10 s";
     }
     ~Unkillable() { release(); }
     Unkillable(const Unkillable&) = delete;
