@@ -19,7 +19,10 @@ rm -f ptyvisor-*.tgz
 npm pack --silent >/dev/null
 
 cd "$here"
-npm install --no-audit --no-fund
+# npm ci: the lock file as it is, never rewritten. It pins no integrity for the client's
+# tarball: that is built here, and its native module differs with the directory it is built
+# in (a clone elsewhere failed with EINTEGRITY).
+npm ci --no-audit --no-fund
 # The client just packed, not the one the lock file saw.
 npm install --no-audit --no-fund --no-save "$client/ptyvisor-0.1.0.tgz"
 npm run build
