@@ -156,12 +156,13 @@ class Screen : public EndToEnd {
 
     // SNAPSHOT; nullopt with `error` set on an ERROR.
     std::optional<protocol::ScreenReply> snapshot(const std::string& id, std::uint32_t scrollback = 0,
-                                                  bool attributes = false, std::string* error = nullptr) {
+                                                  bool attributes = false, std::string* error = nullptr,
+                                                  Millis timeout = kReply) {
         auto c = connect_as_account();
         if (!c) return std::nullopt;
         if (c->send_frame(FrameType::Snapshot, protocol::encode(protocol::SnapshotRequest{id, scrollback, attributes})) != 0)
             return std::nullopt;
-        auto in = c->next(kReply, 1 << 20);
+        auto in = c->next(timeout, 1 << 20);
         if (in.kind != Incoming::Kind::Frame) {
             if (error) *error = in.describe();
             return std::nullopt;
@@ -579,7 +580,9 @@ TEST_F(Screen, ASnapshotWhoseAttributesPassTheBoundKeepsTheWorker) {
     const pid_t worker = worker_of(daemon()->pid());
     ASSERT_GT(worker, 0);
     std::string error;
-    const auto s = snapshot(id, 0, /*attributes=*/true, &error);
+    // A million cells of attributes take the worker seconds to encode, ten times that under
+    // ASan+UBSan: this reply may take longer than any other.
+    const auto s = snapshot(id, 0, /*attributes=*/true, &error, Millis(120000));
     ASSERT_TRUE(s) << error;
     EXPECT_EQ(s->cols, 1000);
     EXPECT_TRUE(!s->attributes || s->attributes->empty()) << "attributes past the bound";
