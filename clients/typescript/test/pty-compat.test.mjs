@@ -74,14 +74,19 @@ for (const [name, spawn] of implementations) {
     });
 
     test("resize changes the terminal's size", async () => {
-      const term = spawn("sh", ["-c", "read x; stty size"], { cols: 80, rows: 24, cwd: "/", env });
+      // The program waits after printing: node-pty may drop output that arrives as the
+      // program exits, so the size is read before the second line ends it.
+      const term = spawn("sh", ["-c", "read x; stty size; read y"], { cols: 80, rows: 24, cwd: "/", env });
       const done = runToExit(term);
+      const size = outputMatching(term, /\d+ \d+\r\n/);
       term.resize(100, 30);
       assert.equal(term.cols, 100);
       assert.equal(term.rows, 30);
       term.write("\r");
-      const { out } = await done;
-      assert.match(out, /30 100/);
+      assert.match(await size, /30 100/);
+      term.write("\r");
+      const { exit } = await done;
+      assert.equal(exit.exitCode, 0);
     });
 
     test("kill sends a signal; onExit reports it", async () => {
