@@ -108,4 +108,9 @@ int set_io_events(EventSource& source, std::uint32_t events) {
     return sd_event_source_set_enabled(source.get(), SD_EVENT_ON);
 }
 
+void describe_source(EventSource& source, const std::string& name) {
+    // A name that cannot be set only makes the debug log less helpful.
+    if (source) (void)sd_event_source_set_description(source.get(), name.c_str());
+}
+
 }  // namespace ptyvisor

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace ptyvisor {
 
@@ -59,4 +60,7 @@ int rearm_timer(sd_event* e, EventSource& timer, std::uint64_t after_usec, Timer
 // Sets an io source's events; 0 disables it. Returns 0 or a negative errno (a source that
 // cannot be enabled stays as it was).
 int set_io_events(EventSource& source, std::uint32_t events);
+// Names a source, as sd-event's debug log and introspection show it (the way systemd's
+// ptyfwd.c names its own). A source without a name is logged by its address only.
+void describe_source(EventSource& source, const std::string& name);
 }  // namespace ptyvisor

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <stdexcept>
 
 #include "common/linux.h"
 #include "common/log.h"
@@ -18,7 +19,7 @@
 #include "protocol/session_payloads.h"
 #include "server/pty.h"
 #include "server/server.h"
-#include "server/session_environment.h"
+#include "server/session_starter.h"
 
 namespace ptyvisor::server {
 
@@ -43,35 +44,6 @@ constexpr int kReadsPerWakeup = 4;
 
 }  // namespace
 
-// A START's directory and command, checked on a worker thread (blocking_worker.h): what the
-// loop must not do itself, since the client chose the directory and the PATH.
-struct Connection::StartCheck {
-    backends::SessionSpec spec;  // in: argv, env, account, cwd; out: what the resolver fills
-    UniqueFd cwd;                // owned here while the check runs
-    backends::Resolver resolver = nullptr;
-    std::optional<ErrorCode> error;
-    std::string why;
-
-    // On the worker thread, with the agent's file-system identity.
-    void run() noexcept {
-        try {
-            struct stat st{};
-            if (::fstat(cwd.get(), &st) < 0 || !S_ISDIR(st.st_mode)) {
-                error = ErrorCode::NotADirectory;
-                why = "the descriptor sent with START is not a directory";
-            } else if (st.st_dev != spec.cwd_dev || st.st_ino != spec.cwd_ino) {
-                error = ErrorCode::CwdMismatch;
-                why = "the directory does not match cwd_dev and cwd_ino";
-            } else if (resolver && !resolver(spec, why)) {
-                error = ErrorCode::StartFailed;
-            }
-        } catch (...) {
-            error = ErrorCode::Internal;
-            why = "the start could not be prepared";
-        }
-    }
-};
-
 void Connection::on_exception(const char* where) noexcept {
     std::string what = "unknown exception";
     try {
@@ -82,8 +54,8 @@ void Connection::on_exception(const char* where) noexcept {
     }
     try {
         log_error("connection failed", {{"WHERE", where}, {"ERROR", what}, {"PEER_PID", std::to_string(peer_pid())}});
-        if (phase_ == Phase::Closed) return;
-        if (last_queued_) return close();
+        if (stage_ == Stage::Closed) return;
+        if (last_frame_queued()) return close();
         send_error(ErrorCode::Internal, "internal error; the connection ends");
     } catch (...) {
         try {
@@ -117,26 +89,67 @@ int Connection::begin() {
                      guarded("handshake timer", [this] { on_handshake_timeout(); }));
 }
 
+// ---- Stages --------------------------------------------------------------------------------
+
+namespace {
+
+const char* to_string(Connection::Stage stage) {
+    switch (stage) {
+        case Connection::Stage::Handshake: return "handshake";
+        case Connection::Stage::Request: return "request";
+        case Connection::Stage::Relay: return "relay";
+        case Connection::Stage::Closing: return "closing";
+        case Connection::Stage::Closed: return "closed";
+    }
+    return "?";
+}
+
+// The transitions of the diagram in connection.h, and no others.
+bool may_follow(Connection::Stage from, Connection::Stage to) {
+    using S = Connection::Stage;
+    switch (to) {
+        case S::Handshake: return false;
+        case S::Request:
+        case S::Relay: return from == S::Handshake;
+        case S::Closing: return from != S::Closing && from != S::Closed;
+        case S::Closed: return from != S::Closed;
+    }
+    return false;
+}
+
+}  // namespace
+
+void Connection::enter(Stage next) {
+    if (!may_follow(stage_, next)) throw std::logic_error(std::string("connection stage ") + to_string(stage_) +
+                                                          " cannot be followed by " + to_string(next));
+    log_debug("connection stage", {{"PEER_PID", std::to_string(peer_pid())}, {"SERIAL", std::to_string(serial_)},
+                                   {"FROM", to_string(stage_)}, {"TO", to_string(next)}});
+    stage_ = next;
+    if (next == Stage::Request) handshake_timer_.reset();  // a request is bounded by its own timeout
+    // Only a handshake holds one of the admission's handshake slots.
+    leave_handshake();
+}
+
 // ---- Reading the client ------------------------------------------------------------------
 
 // Whether the socket is read now: not while a worker or the backend answers about the
 // START, not once the last frame is queued, and not while the session holds as much of this
 // controller's input as it may (backpressure).
 bool Connection::reading() const {
-    if (awaiting_answer() || last_queued_ || socket_eof_) return false;
+    if (awaiting_answer() || last_frame_queued() || socket_eof_) return false;
     return !(session_ && role_ == Role::Controller && session_->input_full());
 }
 
 void Connection::on_socket(std::uint32_t revents) {
     if (revents & EPOLLOUT) flush_output();
-    if (phase_ == Phase::Closed) return;
+    if (stage_ == Stage::Closed) return;
     const bool hangup = (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
     if (awaiting_answer()) {
         // Only a hang-up is watched meanwhile: whoever asked is gone, so is the START.
         if (hangup) close();
         return;
     }
-    if (last_queued_) {
+    if (last_frame_queued()) {
         // Only the last frame is left to send; nothing the client says matters any more.
         if (revents & (EPOLLHUP | EPOLLERR)) close();
         return;
@@ -155,7 +168,7 @@ void Connection::on_socket(std::uint32_t revents) {
 
 void Connection::receive() {
     std::uint8_t buffer[protocol::kHeaderSize + protocol::kMaxIoPayloadSize];
-    for (int reads = 0; phase_ != Phase::Closed && reading() && reads < kReadsPerWakeup; ++reads) {
+    for (int reads = 0; stage_ != Stage::Closed && reading() && reads < kReadsPerWakeup; ++reads) {
         auto got = protocol::receive_with_fds(socket_.get(), buffer);
         if (got.error == EAGAIN || got.error == EINTR) break;
         if (got.error != 0) {
@@ -165,7 +178,7 @@ void Connection::receive() {
         // Every descriptor is kept until send_error() or start hands it to the worker:
         // none is closed here, on the loop.
         const bool fds_allowed =
-            got.fds.empty() || (phase_ == Phase::Handshake && start_fds_.size() + got.fds.size() <= 1);
+            got.fds.empty() || (stage_ == Stage::Handshake && start_fds_.size() + got.fds.size() <= 1);
         keep_client_fds(got.fds);
         if (got.control_truncated) return send_error(ErrorCode::WrongFdCount, "ancillary data was truncated");
         if (!fds_allowed)
@@ -177,13 +190,13 @@ void Connection::receive() {
         decoder_.feed(std::span(buffer, got.bytes));
         if (!handle_decoded_frames()) return update_socket_events();
     }
-    if (socket_eof_ && phase_ != Phase::Closed) {
-        if (phase_ == Phase::Handshake && !waiter_)
+    if (socket_eof_ && stage_ != Stage::Closed) {
+        if (stage_ == Stage::Handshake && !waiter_)
             log_debug("client left during the handshake", {{"PEER_PID", std::to_string(peer_pid())}});
         // A client that half-closes after its request still gets the reply; otherwise it
         // is gone, and so is a session bound to it.
-        if (!last_queued_ && !waiter_) leave_session(/*disconnected=*/true);
-        if (!last_queued_ || !waiter_) return close();
+        if (!last_frame_queued() && !waiter_) leave_session(/*disconnected=*/true);
+        if (!last_frame_queued() || !waiter_) return close();
     }
     update_socket_events();
 }
@@ -191,7 +204,7 @@ void Connection::receive() {
 bool Connection::handle_decoded_frames() {
     protocol::Frame frame;
     for (;;) {
-        if (phase_ == Phase::Closed || last_queued_ || awaiting_answer() || waiter_) return false;
+        if (stage_ == Stage::Closed || last_frame_queued() || awaiting_answer() || waiter_) return false;
         const auto status = decoder_.next(frame);
         if (status == protocol::FrameDecoder::Status::NeedMore) return true;
         if (status == protocol::FrameDecoder::Status::Failed) {
@@ -211,7 +224,7 @@ bool Connection::handle_decoded_frames() {
 }
 
 void Connection::handle_frame(protocol::Frame& frame) {
-    if (phase_ == Phase::Relay) return handle_relay_frame(frame);
+    if (stage_ == Stage::Relay) return handle_relay_frame(frame);
     switch (frame.type) {
         case FrameType::Start: return handle_start(frame);
         case FrameType::StatusRequest: return handle_status_request();
@@ -237,120 +250,45 @@ void Connection::handle_status_request() {
 // ---- Starting a session ------------------------------------------------------------------
 
 void Connection::handle_start(const protocol::Frame& frame) {
-    const auto& account = server_.account();
-    if (peer_.cred.uid != account.uid) return send_error(ErrorCode::NotAllowed, "only the agent's account may start sessions");
     auto request = protocol::decode_start(frame.text());
-    if (!request) return send_error(ErrorCode::BadFrame, "START: " + request.error);
-    if (start_fds_.size() != 1)
+    if (!request) {
+        if (peer_.cred.uid != server_.account().uid)
+            return send_error(ErrorCode::NotAllowed, "only the agent's account may start sessions");
+        return send_error(ErrorCode::BadFrame, "START: " + request.error);
+    }
+    if (peer_.cred.uid == server_.account().uid && start_fds_.size() != 1)
         return send_error(ErrorCode::WrongFdCount, "START must carry exactly one descriptor, the working directory");
-    // The directory is judged, and the command looked up, on a worker thread: either can
-    // block for as long as the client likes (a FUSE mount that it serves).
-    auto check = std::make_shared<StartCheck>();
-    check->cwd = std::move(start_fds_.front());
-    start_fds_.clear();
-    auto& spec = check->spec;
-    spec.argv = std::move(request.value->argv);
-    spec.env = session_environment(std::move(request.value->env), request.value->term, account);
-    spec.cwd = check->cwd.get();
-    spec.cwd_dev = request.value->cwd_dev;
-    spec.cwd_ino = request.value->cwd_ino;
-    spec.account = account;
-    spec.properties = server_.config().session_properties;
-    size_ = request.value->size;
-    detach_requested_ = version_ >= 2 && request.value->detach;
     set_terminal(request.value->terminal);
-    check->resolver = server_.backend().resolver();
-    start_check_ = check;
-    start_checked_ = std::make_shared<BlockingWorker::Completion>(guarded("start check", [this] { on_start_checked(); }));
-    // Ahead of every queued close: under a connection flood the refused sockets' closes
-    // queue by the thousand, and this client is waiting.
-    server_.worker().submit([check] { check->run(); }, start_checked_, BlockingWorker::Lane::Request);
+    const bool detach = version_ >= 2 && request.value->detach;
+    SessionStarter::Context context{server_.event(),     &server_.config(), &server_.account(), &server_.backend(),
+                                    &server_.admission(), &server_.worker(), &server_.sessions()};
+    SessionStarter::Callbacks callbacks;
+    callbacks.refused = [this](ErrorCode code, const std::string& why) { send_error(code, why); };
+    callbacks.attached = [this](Session& session) {
+        session_ = &session;
+        role_ = Role::Controller;
+    };
+    callbacks.started = [this](Session&) {
+        leave_handshake();
+        enter(Stage::Relay);
+    };
+    callbacks.answered = [this] {
+        // Frames the client sent behind START were left in the decoder and the socket.
+        if (handle_decoded_frames()) receive();
+        else update_socket_events();
+    };
+    starter_ = std::make_unique<SessionStarter>(context, peer_, *this, std::move(callbacks));
+    UniqueFd cwd;
+    if (!start_fds_.empty()) {
+        cwd = std::move(start_fds_.front());
+        start_fds_.clear();
+    }
+    starter_->begin(std::move(*request.value), std::move(cwd), detach);
     update_socket_events();
 }
 
-void Connection::on_start_checked() {
-    start_checked_.reset();
-    const auto check = std::move(start_check_);
-    cwd_ = std::move(check->cwd);
-    if (check->error) return send_error(*check->error, check->why);
-    spec_ = std::move(check->spec);
-    authorize_start(false);
-    // Frames the client sent behind START were left in the decoder and the socket.
-    if (handle_decoded_frames()) receive();
-    else update_socket_events();
-}
-
-void Connection::authorize_start(bool rechecked) {
-    // Check the peer again right before start: it may have exec'd or died since accept.
-    std::string why;
-    auto verdict = backends::PeerVerdict::Refused;
-    if (pidfd_alive(peer_.pidfd.get())) verdict = server_.backend().check_peer(peer_.view(), why);
-    if (verdict == backends::PeerVerdict::Unsure && !rechecked) {
-        // Perhaps the new main process of an allowed unit that the backend has not learnt
-        // yet: ask it to look again, and read nothing more until it has.
-        peer_recheck_ = std::make_shared<std::function<void()>>(guarded("peer recheck", [this] { on_peer_rechecked(); }));
-        server_.backend().recheck(peer_recheck_);
-        return;
-    }
-    // Every refusal hands the directory to the worker before its ERROR goes out.
-    if (verdict != backends::PeerVerdict::Allowed)
-        return send_error(ErrorCode::NotAllowed, why.empty() ? "the peer is gone" : why);
-    // A traced peer is refused: its tracer drives it, and the tracer may be a session (a
-    // session may not start sessions), which ptrace let past that rule (docs/security.md,
-    // "A session gets a session by ptrace"). A tracer that injects and detaches before START
-    // is not seen here: Yama's ptrace_scope closes that (main.cpp warns where it is off).
-    if (const pid_t tracer = tracer_of(peer_.cred.pid); tracer != 0)
-        return send_error(ErrorCode::NotAllowed, "the peer is being traced (by process " + std::to_string(tracer) +
-                                                     "); a traced process may not start sessions");
-    // The session starts with the agent's resource limits, not the daemon's: never more.
-    if (spec_) {
-        ResourceLimits limits{};
-        if (const int r = read_resource_limits(peer_.cred.pid, peer_.pidfd.get(), limits); r < 0)
-            return send_error(ErrorCode::NotAllowed, std::string("cannot read the peer's resource limits: ") + std::strerror(-r));
-        spec_->limits = limits;
-    }
-    auto& admission = server_.admission();
-    if (!admission.reserve_session())
-        return send_error(ErrorCode::Busy, "all " + std::to_string(server_.config().limits.max_sessions) +
-                                               " session slots are in use");
-    holds_session_slot_ = true;
-    if (!admission.take_admission(now_usec(server_.event())))
-        return send_error(ErrorCode::RateLimited, "too many sessions started in the last minute");
-    leave_handshake();
-    start_session();
-}
-
-void Connection::on_peer_rechecked() {
-    // The backend holds a copy of peer_recheck_ while it calls us: resetting it is safe.
-    peer_recheck_.reset();
-    if (phase_ != Phase::Handshake || last_queued_ || !spec_) return;
-    authorize_start(true);
-    // Frames the client sent behind START were left in the decoder and the socket.
-    if (handle_decoded_frames()) receive();
-    else update_socket_events();
-}
-
-void Connection::start_session() {
-    backends::SessionSpec spec = std::move(*spec_);
-    spec_.reset();
-    const std::string argv0 = spec.argv.front();
-    Session& session = server_.sessions().create(detach_requested_);
-    session_ = &session;
-    role_ = Role::Controller;
-    holds_session_slot_ = false;  // the session's now
-    std::string why;
-    const bool ok = session.start(std::move(spec), size_, this, peer_pid(), why);
-    // The backend is done with the directory (the session has it, or systemd its path).
-    server_.worker().dispose(std::move(cwd_));
-    if (!ok) return send_error(ErrorCode::StartFailed, why);
-    phase_ = Phase::Relay;
-    log_info("session starting", {{"UNIT", session.unit()}, {"PEER_PID", std::to_string(peer_pid())},
-                                  {"PEER_UID", std::to_string(peer_.cred.uid)}, {"ARGV0", argv0},
-                                  {"DETACHED", detach_requested_ ? "yes" : "no"}});
-}
-
 void Connection::session_started() {
-    if (!session_ || relaying_ || last_queued_) return;
+    if (!session_ || relaying_ || last_frame_queued()) return;
     handshake_timer_.reset();
     relaying_ = true;
     cursor_ = session_->log().start();
@@ -365,11 +303,8 @@ void Connection::session_start_failed(const std::string& why) {
 }
 
 void Connection::on_handshake_timeout() {
-    if (start_checked_)
-        return send_error(ErrorCode::StartFailed, "the working directory or the command did not answer in time");
-    if (peer_recheck_)
-        return send_error(ErrorCode::NotAllowed, "the peer could not be verified in time");
-    if (phase_ == Phase::Handshake && !waiter_) {
+    if (starter_ && starter_->waiting()) return send_error(starter_->timeout_code(), starter_->timeout_message());
+    if (stage_ == Stage::Handshake && !waiter_) {
         ++server_.admission().counters().handshake_timeouts;
         return send_error(ErrorCode::HandshakeTimeout, "START did not arrive in time");
     }
@@ -469,16 +404,16 @@ bool Connection::output_may_wait() {
 
 void Connection::session_gone() {
     session_ = nullptr;
-    if (phase_ == Phase::Closed || last_queued_) return;
+    if (stage_ == Stage::Closed || last_frame_queued()) return;
     if (waiter_) return finish_wait(false, "gone");
     send_error(ErrorCode::NoSuchSession, "the session has gone");
 }
 
 void Connection::session_taken_over() {
     session_ = nullptr;  // the session has let go of this connection already
-    if (phase_ == Phase::Closed || last_queued_) return;
+    if (stage_ == Stage::Closed || last_frame_queued()) return;
     out_.push(FrameType::Detached, protocol::encode(protocol::DetachedReply{cursor_, "taken_over"}));
-    last_queued_ = true;
+    enter(Stage::Closing);
     flush_output();
 }
 
@@ -489,7 +424,7 @@ void Connection::handle_detach() {
     session->detach(this, /*disconnected=*/false);
     server_.sessions().client_left(session);
     out_.push(FrameType::Detached, protocol::encode(protocol::DetachedReply{cursor_, "detached"}));
-    last_queued_ = true;
+    enter(Stage::Closing);
     flush_output();
 }
 
@@ -500,7 +435,7 @@ void Connection::pump_output() {
     // kIdleCapacity and keeps its buffer, where a bigger target made it give the buffer back
     // and grow it again on every refill, for every reader (bench: observers).
     constexpr std::size_t kPumpBytes = protocol::kMaxIoPayloadSize;
-    if (!session_ || !relaying_ || last_queued_) return;
+    if (!session_ || !relaying_ || last_frame_queued()) return;
     const OutputLog& log = session_->log();
     bool advanced = false;
     if (discard_output_) cursor_ = log.end();
@@ -519,20 +454,20 @@ void Connection::pump_output() {
     }
     if (session_->state() == Session::State::Ended && cursor_ == log.end() && !session_->failed_to_start()) {
         out_.push(FrameType::Exit, protocol::encode(*session_->exit_status()));
-        last_queued_ = true;
+        enter(Stage::Closing);
     }
     if (advanced) session_->client_advanced();
 }
 
 void Connection::flush_output() {
-    if (!socket_ || output_held_ || phase_ == Phase::Closed) return;
+    if (!socket_ || output_held_ || stage_ == Stage::Closed) return;
     pump_output();
     for (;;) {
         bool progress = false;
         switch (out_.flush(socket_.get(), progress)) {
             case OutputQueue::Flush::Drained:
                 stall_timer_.reset();
-                if (last_queued_) return close();
+                if (last_frame_queued()) return close();
                 // The queue took all it had: more of the log may be waiting.
                 if (session_ && relaying_ && cursor_ < session_->log().end()) {
                     pump_output();
@@ -540,7 +475,7 @@ void Connection::flush_output() {
                 }
                 if (session_ && relaying_ && session_->state() == Session::State::Ended) {
                     pump_output();
-                    if (last_queued_) continue;
+                    if (last_frame_queued()) continue;
                 }
                 break;
             case OutputQueue::Flush::Blocked:
@@ -566,7 +501,7 @@ void Connection::flush_output() {
 
 void Connection::on_stalled() {
     log_warning("client stalled", {{"PEER_PID", std::to_string(peer_pid())}});
-    if (last_queued_ || !session_) return close();
+    if (last_frame_queued() || !session_) return close();
     if (role_ == Role::Controller && !session_->detached()) {
         // A bound session waits for its client; one that stops reading ends it. What it
         // did not take is dropped, and the EXIT follows if it ever reads again.
@@ -581,10 +516,10 @@ void Connection::on_stalled() {
 }
 
 void Connection::update_socket_events() {
-    if (!socket_source_ || phase_ == Phase::Closed) return;
+    if (!socket_source_ || stage_ == Stage::Closed) return;
     std::uint32_t events = 0;
     if (awaiting_answer()) events |= EPOLLRDHUP;
-    else if (!socket_eof_ && !last_queued_) {
+    else if (!socket_eof_ && !last_frame_queued()) {
         events |= EPOLLRDHUP;
         if (reading() && !waiter_) events |= EPOLLIN;
     }
@@ -614,7 +549,7 @@ void Connection::leave_session(bool disconnected) {
 void Connection::reply(FrameType type, const std::string& payload) {
     leave_handshake();
     out_.push(type, payload);
-    last_queued_ = true;
+    enter(Stage::Closing);
     flush_output();
 }
 
@@ -631,12 +566,10 @@ std::size_t Connection::reserve_reply_up_to(std::size_t bytes) {
 }
 
 void Connection::send_error(ErrorCode code, const std::string& message) {
-    if (phase_ == Phase::Closed || last_queued_) return;
+    if (stage_ == Stage::Closed || last_frame_queued()) return;
     server_.admission().count_rejected(code);
     log_info("refused client", {{"CODE", std::string(protocol::to_string(code))}, {"ERROR", message},
                                 {"PEER_PID", std::to_string(peer_pid())}});
-    peer_recheck_.reset();
-    start_checked_.reset();  // a check still running is abandoned; its directory goes below
     waiter_.reset();
     signal_timer_.reset();
     search_source_.reset();
@@ -650,10 +583,10 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
     leave_session(/*disconnected=*/true);
     leave_handshake();
     out_.push(FrameType::Error, protocol::encode(protocol::ErrorReply{code, message}));
-    last_queued_ = true;
+    enter(Stage::Closing);
     flush_output();
     // A client that never reads its ERROR is cut at the operation timeout.
-    if (phase_ != Phase::Closed && !stall_timer_) {
+    if (stage_ != Stage::Closed && !stall_timer_) {
         const int r = rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
                                   guarded("error timer", [this] { close(); }));
         if (r < 0) on_event_failure(r, "cannot arm the error timer");
@@ -662,7 +595,7 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
 
 void Connection::shut_down() {
     // A relay ends with its session (the registry stops every one); anything else now.
-    if (phase_ == Phase::Relay && session_ && relaying_) return;
+    if (stage_ == Stage::Relay && session_ && relaying_) return;
     send_error(ErrorCode::ShuttingDown, "the daemon is stopping");
 }
 
@@ -676,16 +609,25 @@ void Connection::keep_client_fds(std::vector<UniqueFd>& fds) {
     fds.clear();
 }
 
-void Connection::dispose_client_fds() {
-    auto fds = std::make_shared<std::vector<UniqueFd>>(std::move(start_fds_));
+// What the client sent, and a START's directory (and its check, if one runs): all of it to
+// be closed on a worker.
+SessionStarter::Leftovers Connection::take_client_fds() {
+    SessionStarter::Leftovers leftovers;
+    // A check still running is abandoned; its directory goes with the rest.
+    if (starter_) starter_->abandon(leftovers);
+    for (auto& fd : start_fds_) leftovers.fds.push_back(std::move(fd));
     start_fds_.clear();
-    if (cwd_) fds->push_back(std::move(cwd_));
-    spec_.reset();
-    if (fds->empty() && !start_check_) return;
+    return leftovers;
+}
+
+void Connection::dispose_client_fds() {
+    auto leftovers = take_client_fds();
+    if (leftovers.fds.empty() && !leftovers.check) return;
+    auto fds = std::make_shared<std::vector<UniqueFd>>(std::move(leftovers.fds));
     // Output waits until they are closed, or until kDisposeWaitUsec has passed.
     output_held_ = true;
     fds_disposed_ = std::make_shared<BlockingWorker::Completion>(guarded("descriptors closed", [this] { release_output(); }));
-    server_.worker().submit([fds, check = std::move(start_check_)]() mutable {
+    server_.worker().submit([fds, check = std::move(leftovers.check)]() mutable {
         fds->clear();
         check.reset();
     }, fds_disposed_);
@@ -720,7 +662,7 @@ void Connection::abandon() {
 }
 
 void Connection::close() {
-    if (phase_ == Phase::Closed) return;
+    if (stage_ == Stage::Closed) return;
     socket_source_.reset();
     stall_timer_.reset();
     dispose_timer_.reset();
@@ -730,8 +672,6 @@ void Connection::close() {
     search_source_.reset();
     pending_signals_.clear();
     kill_signal_.reset();
-    peer_recheck_.reset();
-    start_checked_.reset();
     fds_disposed_.reset();
     waiter_.reset();
     output_held_ = false;
@@ -740,11 +680,10 @@ void Connection::close() {
     // Everything that came from the client goes before it can see EOF, so that a client that
     // has seen it knows the daemon holds nothing of its own; then the socket, whose queue
     // may hold descriptors sent and never read. All of it on a worker: any close can block.
-    auto fds = std::make_shared<std::vector<UniqueFd>>(std::move(start_fds_));
-    start_fds_.clear();
-    if (cwd_) fds->push_back(std::move(cwd_));
+    auto leftovers = take_client_fds();
+    auto fds = std::make_shared<std::vector<UniqueFd>>(std::move(leftovers.fds));
     auto socket = std::make_shared<UniqueFd>(std::move(socket_));
-    server_.worker().submit([fds, socket, check = std::move(start_check_)]() mutable {
+    server_.worker().submit([fds, socket, check = std::move(leftovers.check)]() mutable {
         fds->clear();
         check.reset();
         if (*socket) ::shutdown(socket->get(), SHUT_RDWR);
@@ -752,11 +691,7 @@ void Connection::close() {
     });
     socket_eof_ = true;
     leave_handshake();
-    if (holds_session_slot_) {
-        holds_session_slot_ = false;
-        server_.admission().release_session();
-    }
-    phase_ = Phase::Closed;
+    enter(Stage::Closed);
     handshake_timer_.reset();
     server_.retire(this);
 }

@@ -6,8 +6,25 @@
 //  - ATTACH (version 2): an existing session, as controller or observer;
 //  - STATUS_REQUEST, LIST, READ, WAIT, KILL, SEND: one request, one reply, then close.
 //
-//   Handshake --START/ATTACH ok--> Relay --EXIT, DETACHED or ERROR sent--> Closed
-//       \--a request: its reply, then Closed
+// Its stages, each entered through enter() alone, which logs the transition at debug level:
+//
+//   Handshake --START started, ATTACH--> Relay ------------+
+//       |--WAIT, KILL that waits, SNAPSHOT--> Request -----+--the last frame queued--> Closing --sent--> Closed
+//       +--any other reply, or ERROR from any stage---------+
+//
+//  - Handshake: until the first frame's request is answered or under way; only this stage
+//    holds one of the admission's handshake slots, under the handshake deadline.
+//  - Request: a one-shot request waits for its answer (a WAIT's condition, a KILL's end, the
+//    screen worker's SNAPSHOT), under a timeout of its own.
+//  - Relay: attached to a session; OUTPUT follows STARTED or ATTACHED.
+//  - Closing: the last frame (EXIT, DETACHED, ERROR, a reply) is queued; nothing the client
+//    says matters any more. A connection may close from any stage (the client went).
+// What is left as flags is I/O fact: the socket's end seen, output held while descriptors
+// close, a stalled client's output discarded, STARTED or ATTACHED queued.
+//
+// The transport (the socket, the decoder, the queue, the disposal of client descriptors) is
+// in connection.cpp; the requests in connection_requests.cpp and connection_screen.cpp; a
+// START's checks and its admission slot in SessionStarter (session_starter.h).
 //
 // A START stays in the Handshake phase while a worker thread checks its directory and
 // resolves its command (BlockingWorker), and while the backend rechecks a peer it is Unsure
@@ -59,6 +76,7 @@
 #include "server/peer.h"
 #include "server/session.h"
 #include "server/session_roles.h"
+#include "server/session_starter.h"
 #include "server/wait_condition.h"
 
 namespace ptyvisor::server {
@@ -67,7 +85,7 @@ class Server;
 
 class Connection final : public SessionClient {
 public:
-    enum class Phase { Handshake, Relay, Closed };
+    enum class Stage { Handshake, Request, Relay, Closing, Closed };
 
     Connection(Server& server, UniqueFd socket, PeerIdentity peer);
     ~Connection();
@@ -87,7 +105,7 @@ public:
     // The server is being destroyed: forget the session without detaching from it.
     void forget_session() { session_ = nullptr; }
 
-    [[nodiscard]] Phase phase() const { return phase_; }
+    [[nodiscard]] Stage stage() const { return stage_; }
     [[nodiscard]] pid_t peer_pid() const { return peer_.cred.pid; }
     [[nodiscard]] std::uint64_t serial() const { return serial_; }
 
@@ -102,6 +120,12 @@ public:
     [[nodiscard]] bool has_terminal() const override { return terminal_; }
 
 private:
+    // The one place the stage changes: checks that `next` may follow (a bug throws, which
+    // ends this connection only), logs it at debug level, and does what entering it means.
+    void enter(Stage next);
+    // The last frame (EXIT, DETACHED, ERROR, a reply) is queued, or sent.
+    [[nodiscard]] bool last_frame_queued() const { return stage_ >= Stage::Closing; }
+
     // Handshake.
     [[nodiscard]] bool reading() const;
     void on_socket(std::uint32_t revents);
@@ -109,15 +133,11 @@ private:
     void handle_frame(protocol::Frame& frame);
     bool handle_decoded_frames();
     void handle_start(const protocol::Frame& frame);
-    void on_start_checked();
-    void authorize_start(bool rechecked);
-    void on_peer_rechecked();
-    // Waiting for a worker's or the backend's answer about the START: only a hang-up is read.
+    // Waiting for a worker's or the backend's answer: only a hang-up is read meanwhile.
     [[nodiscard]] bool awaiting_answer() const {
-        return peer_recheck_ || start_checked_ || snapshot_ticket_ != 0 || kill_signal_;
+        return (starter_ && starter_->waiting()) || snapshot_ticket_ != 0 || kill_signal_;
     }
     void handle_status_request();
-    void start_session();
     void on_handshake_timeout();
 
     // Version 2 requests (connection_requests.cpp).
@@ -163,6 +183,7 @@ private:
 
     // Client descriptors.
     void keep_client_fds(std::vector<UniqueFd>& fds);
+    SessionStarter::Leftovers take_client_fds();
     void dispose_client_fds();
     void release_output();
 
@@ -175,9 +196,8 @@ private:
     UniqueFd socket_;
     PeerIdentity peer_;
     std::uint64_t serial_;
-    Phase phase_ = Phase::Handshake;
+    Stage stage_ = Stage::Handshake;
     bool holds_handshake_slot_ = true;
-    bool holds_session_slot_ = false;
 
     std::uint8_t version_ = protocol::kOldestVersion;  // fixed by the first frame
     bool version_known_ = false;
@@ -185,22 +205,13 @@ private:
     std::uint32_t snapshot_ticket_ = 0;  // a SNAPSHOT the screen broker has not answered
     protocol::FrameDecoder decoder_;
     std::vector<UniqueFd> start_fds_;  // received before START was handled
-    // The START being prepared: its directory (held until backend start() returns), the
-    // session it describes, and while a worker checks it, the check and its completion.
-    struct StartCheck;
-    UniqueFd cwd_;
-    std::optional<backends::SessionSpec> spec_;
-    protocol::WindowSize size_;
-    std::shared_ptr<StartCheck> start_check_;
-    std::shared_ptr<BlockingWorker::Completion> start_checked_;
-    // While the backend rechecks the peer.
-    std::shared_ptr<std::function<void()>> peer_recheck_;
+    // The START being checked and started, from its frame to STARTED or its ERROR.
+    std::unique_ptr<SessionStarter> starter_;
     // While refused descriptors are being closed, output waits (see the invariants).
     std::shared_ptr<BlockingWorker::Completion> fds_disposed_;
     bool output_held_ = false;
     OutputQueue out_;
     bool socket_eof_ = false;
-    bool detach_requested_ = false;  // START with detach
 
     EventSource socket_source_, handshake_timer_, stall_timer_, dispose_timer_, wait_timer_, quiet_timer_;
     EventSource batch_timer_;  // armed while a bulk session's output waits (session_changed)
@@ -212,7 +223,6 @@ private:
     std::uint64_t cursor_ = 0;     // the next log offset to send
     bool relaying_ = false;        // STARTED or ATTACHED is queued: OUTPUT may follow
     bool discard_output_ = false;  // a stalled client: what it did not take is dropped
-    bool last_queued_ = false;     // the last frame (EXIT, ERROR, a reply) is queued
 
     // A WAIT or a KILL that waits for the end, while it waits.
     std::unique_ptr<WaitCondition> waiter_;

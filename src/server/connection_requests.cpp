@@ -83,7 +83,7 @@ void Connection::handle_attach(const protocol::Frame& frame) {
     const OutputLog& log = session->log();
     cursor_ = resolve(r.from, log);
     session->attach(this, wanted);
-    phase_ = Phase::Relay;
+    enter(Stage::Relay);
     relaying_ = true;
     protocol::AttachedReply reply{session->id(), session->unit(), session->main_pid(), r.observe,
                                   log.start(), log.end(), cursor_, wire_state(*session), session->size()};
@@ -164,7 +164,7 @@ void Connection::handle_read(const protocol::Frame& frame) {
         out_.push_output(view.first, view.second);
         at += view.size();
     }
-    last_queued_ = true;
+    enter(Stage::Closing);
     flush_output();
 }
 
@@ -184,8 +184,7 @@ void Connection::handle_wait(const protocol::Frame& frame) {
         waiter->scanned = waiter->search_floor = resolve(waiter->request.from, session->log());
     }
     waiter->seen_end = session->log().end();
-    leave_handshake();
-    handshake_timer_.reset();
+    enter(Stage::Request);
     session_ = session;
     role_ = Role::Observer;
     cursor_ = session->log().end();  // a waiter holds nothing back
@@ -221,8 +220,7 @@ void Connection::handle_kill(const protocol::Frame& frame) {
     auto waiter = std::make_unique<WaitCondition>();
     waiter->kill = true;
     waiter->request.what = protocol::WaitRequest::For::Exit;
-    leave_handshake();
-    handshake_timer_.reset();
+    enter(Stage::Request);
     session_ = session;
     role_ = Role::Observer;
     cursor_ = session->log().end();

@@ -14,8 +14,7 @@ void Connection::handle_snapshot(const protocol::Frame& frame) {
     // Whoever may READ a session's output may see its screen: it is made of that output.
     Session* session = find_session(request.value->id, Request::Read);
     if (!session) return;
-    leave_handshake();
-    handshake_timer_.reset();
+    enter(Stage::Request);
     snapshot_ticket_ = server_.screens().snapshot(*session, *request.value,
                                                   guarded("snapshot", [this](bool ok, std::string text) {
                                                       snapshot_ticket_ = 0;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <iostream>
 
 #include "backends/factory.h"
@@ -191,7 +192,15 @@ int main(int argc, char** argv) {
     app.add_option("--allow-unit", flags.allow_units, "only the MainPID of this unit may connect (repeatable)");
     app.add_option("--state-directory", flags.state_directory, "where live sessions are recorded");
     app.add_flag("--check-config", flags.check_config, "validate the configuration and exit");
+    const std::map<std::string, LogLevel> levels{{"error", LogLevel::Error},   {"warning", LogLevel::Warning},
+                                                 {"notice", LogLevel::Notice}, {"info", LogLevel::Info},
+                                                 {"debug", LogLevel::Debug}};
+    std::string log_level = "info";
+    app.add_option("--log-level", log_level, "the most detailed entries logged (debug: every stage change)")
+        ->check(CLI::IsMember({"error", "warning", "notice", "info", "debug"}))
+        ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
+    set_log_level(levels.at(log_level));
     flags.argv.assign(argv, argv + argc);
     std::error_code ec;
     flags.binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();

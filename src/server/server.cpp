@@ -91,6 +91,15 @@ Server::Server(Config config, backends::Account account, std::unique_ptr<backend
       observer_group_(config_.observer_group.empty() ? std::nullopt : group_id(config_.observer_group)) {
     if (!config_.observer_group.empty() && !observer_group_)
         log_warning("observer group not found; only root may observe", {{"GROUP", config_.observer_group}});
+    session_context_.event = event_;
+    session_context_.config = &config_;
+    session_context_.agent_uid = account_.uid;
+    session_context_.terminal_group = terminal_group_;
+    session_context_.fd_store = fd_store_;
+    session_context_.admission = &admission_;
+    session_context_.backend = backend_.get();
+    session_context_.recordings = &recordings_;
+    session_context_.screens = &screens_;
 }
 
 bool Server::in_observer_group(const PeerIdentity& peer) const {
@@ -331,7 +340,7 @@ void Server::accept_one(UniqueFd socket) {
 void Server::evict_for_fairness(pid_t victim) {
     Connection* oldest = nullptr;
     for (const auto& [raw, c] : connections_)
-        if (c->phase() == Connection::Phase::Handshake && c->peer_pid() == victim &&
+        if (c->stage() == Connection::Stage::Handshake && c->peer_pid() == victim &&
             (!oldest || c->serial() < oldest->serial()))
             oldest = raw;
     if (oldest) oldest->evict();

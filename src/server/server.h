@@ -90,7 +90,10 @@ public:
     std::size_t adopt(HandedOver& handed);
     // Whether running sessions are kept in the service manager's fd store: then SIGTERM
     // leaves them running for the next start instead of ending them (docs/operations.md).
-    void set_fd_store(bool on) { fd_store_ = on; }
+    void set_fd_store(bool on) {
+        fd_store_ = on;
+        session_context_.fd_store = on;
+    }
     [[nodiscard]] bool fd_store() const { return fd_store_; }
 
 private:
@@ -136,8 +139,12 @@ private:
     Recordings recordings_;
     // Outlives the sessions, which tell it when they go.
     ScreenBroker screens_{*this};
+    // What every session runs with (filled in by the constructor): outlives them.
+    SessionContext session_context_;
     // Sessions outlive connections; the connections, declared after, go first.
-    SessionRegistry sessions_{*this};
+    SessionRegistry sessions_{session_context_, RegistryHooks{[this] { return new_unit_name(); },
+                                                              [this] { sessions_changed(); },
+                                                              [this] { return shutting_down_; }}};
     std::map<Connection*, std::unique_ptr<Connection>> connections_;
     std::vector<std::unique_ptr<Connection>> retired_;
     std::uint64_t serial_ = 0;

@@ -66,7 +66,7 @@ std::size_t Server::adopt(HandedOver& handed) {
             forget();
             continue;
         }
-        auto session = std::make_unique<Session>(*this, record.unit, record.detached);
+        auto session = std::make_unique<Session>(session_context_, sessions_, record.unit, record.detached);
         if (!session->adopt(record, std::move(parts.pty), std::move(log), why)) {
             log_warning("cannot take back a session; it is cleaned up", {{"UNIT", record.unit}, {"ERROR", why}});
             forget();

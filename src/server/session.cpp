@@ -13,7 +13,7 @@
 #include "protocol/session_payloads.h"
 #include "server/pty.h"
 #include "server/recording.h"
-#include "server/server.h"
+#include "server/screen_broker.h"
 
 namespace ptyvisor::server {
 
@@ -71,12 +71,12 @@ auto Session::guarded(const char* where, F f) {
     };
 }
 
-Session::Session(Server& server, std::string unit, bool detached)
-    : server_(server), unit_(std::move(unit)), id_(id_of_unit(unit_)), detached_(detached) {}
+Session::Session(const SessionContext& context, SessionOwner& owner, std::string unit, bool detached)
+    : context_(context), owner_(owner), unit_(std::move(unit)), id_(id_of_unit(unit_)), detached_(detached) {}
 
 Session::~Session() {
     set_bulk(false);
-    server_.screens().closed(*this);
+    if (context_.screens) context_.screens->closed(*this);
     release_slot();
     // Whoever is still attached learns it before the pointer dangles.
     const auto clients = clients_;
@@ -100,13 +100,13 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
         finish(protocol::ExitStatus{});
         return false;
     };
-    if (const int r = OutputLog::create(id_, server_.config().limits.output_log_bytes, log_); r < 0)
+    if (const int r = OutputLog::create(id_, context_.config->limits.output_log_bytes, log_); r < 0)
         return fail(std::string("cannot allocate the output log: ") + std::strerror(-r));
     PtyPair pty;
-    if (const int e = open_pty(spec.account.uid, server_.terminal_group(), size, pty); e != 0)
+    if (const int e = open_pty(spec.account.uid, context_.terminal_group, size, pty); e != 0)
         return fail(std::string("cannot allocate a terminal: ") + std::strerror(-e));
     master_ = std::move(pty.master);
-    recorder_ = server_.recordings().start(id_, spec.argv, spec.env, size);
+    if (context_.recordings) recorder_ = context_.recordings->start(id_, spec.argv, spec.env, size);
     spec.unit_name = unit_;
     spec.tty = std::move(pty.peer);
     spec.tty_path = pty.peer_path;
@@ -116,9 +116,9 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
     events.on_start_failed = guarded("session start failed", [this](std::string w) { on_start_failed(w); });
     events.on_exited = guarded("session exited", [this](protocol::ExitStatus s) { on_exited(std::move(s)); });
     std::string backend_why;
-    backend_session_ = server_.backend().start(std::move(spec), std::move(events), backend_why);
+    backend_session_ = context_.backend->start(std::move(spec), std::move(events), backend_why);
     if (!backend_session_) return fail(backend_why);
-    if (const int r = add_io(server_.event(), terminal_source_, master_.get(), 0,
+    if (const int r = add_io(context_.event, terminal_source_, master_.get(), 0,
                              guarded("terminal", [this](std::uint32_t revents) { on_terminal(revents); }));
         r < 0) {
         // Without a watch on its terminal the session cannot run: end it as a stop does.
@@ -126,16 +126,17 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
         why = std::string("cannot watch the terminal: ") + std::strerror(-r);
         return false;
     }
-    server_.screens().opened(*this);
+    describe_source(terminal_source_, "terminal " + id_);
+    if (context_.screens) context_.screens->opened(*this);
     return true;
 }
 
 // ---- Starting ----------------------------------------------------------------------------
 
 void Session::on_started(pid_t pid) {
-    if (state_ != State::Starting) return;
-    state_ = State::Running;
+    if (stage_ != Stage::Starting) return;
     started_ = true;
+    enter(Stage::Running);
     main_pid_ = pid;
     log_info("session started", {{"UNIT", unit_}, {"MAIN_PID", std::to_string(pid)}});
     const auto clients = clients_;
@@ -201,7 +202,7 @@ const std::string& Session::list_fixed_fields() const {
 void Session::client_advanced() { update_terminal_events(); }
 
 void Session::notify_changed() {
-    server_.screens().output(*this);
+    if (context_.screens) context_.screens->output(*this);
     const auto clients = clients_;
     for (const auto& [client, role] : clients) client->session_changed();
 }
@@ -209,19 +210,19 @@ void Session::notify_changed() {
 // ---- Input -------------------------------------------------------------------------------
 
 void Session::write_input(std::span<const std::uint8_t> bytes) {
-    if (ending_ || state_ == State::Ended) return;  // late input is dropped
+    if (ending()) return;  // late input is dropped
     bytes_in_ += bytes.size();
     held_input_.insert(held_input_.end(), bytes.begin(), bytes.end());
-    if (state_ == State::Running) write_held_input();
+    if (stage_ == Stage::Running) write_held_input();
 }
 
 void Session::answer_queries(std::span<const std::uint8_t> bytes) {
-    if (ending_ || state_ != State::Running || input_full()) return;
+    if (stage_ != Stage::Running || input_full()) return;
     held_input_.insert(held_input_.end(), bytes.begin(), bytes.end());
     write_held_input();
 }
 
-bool Session::input_full() const { return held_input_.size() >= server_.config().limits.held_input_bytes; }
+bool Session::input_full() const { return held_input_.size() >= context_.config->limits.held_input_bytes; }
 
 void Session::write_held_input() {
     const bool was_full = input_full();
@@ -246,7 +247,7 @@ bool Session::resize(protocol::WindowSize size) {
     if (set_window_size(master_.get(), size) < 0) return false;
     size_ = size;
     if (recorder_) recorder_->resize(size);
-    server_.screens().resized(*this);
+    if (context_.screens) context_.screens->resized(*this);
     return true;
 }
 
@@ -284,14 +285,14 @@ int Session::signal(const protocol::SignalRequest& request, pid_t& group) {
 // ---- Output ------------------------------------------------------------------------------
 
 void Session::on_terminal(std::uint32_t revents) {
-    if ((revents & EPOLLOUT) && state_ == State::Running) write_held_input();
+    if ((revents & EPOLLOUT) && stage_ == Stage::Running) write_held_input();
     if (revents & (EPOLLHUP | EPOLLERR)) return read_terminal(ReadUntil::End);
     if (revents & EPOLLIN) read_terminal(ReadUntil::Drained);
 }
 
 bool Session::paused_for_controller() const {
     if (detached_ || !controller_) return false;
-    return log_->end() - controller_->cursor() >= server_.config().limits.output_buffer_bytes;
+    return log_->end() - controller_->cursor() >= context_.config->limits.output_buffer_bytes;
 }
 
 // Why a terminal is read only as far as its line discipline holds bytes (FIONREAD) under a
@@ -337,7 +338,7 @@ void Session::read_terminal(ReadUntil until) {
         }
         if (n == -EINTR) continue;
         if (n == -EAGAIN) break;
-        if (n < 0 && n != -EIO && !ending_) {
+        if (n < 0 && n != -EIO && !ending()) {
             terminal_closed_ = true;
             if (grew) notify_changed();
             return stop(ExitReason::OutputFailed);
@@ -375,7 +376,7 @@ void Session::update_terminal_events() {
     if (!terminal_source_) return;
     std::uint32_t events = 0;
     if (started_ && !terminal_closed_ && !paused_for_controller()) events |= EPOLLIN;
-    if (!held_input_.empty() && state_ == State::Running && !terminal_closed_) events |= EPOLLOUT;
+    if (!held_input_.empty() && stage_ == Stage::Running && !terminal_closed_) events |= EPOLLOUT;
     if (events != 0) events |= EPOLLET;  // see read_terminal
     // sd-event re-arms an edge-triggered source at every call (EPOLL_CTL_MOD), and the
     // kernel then polls the terminal, which waits for the tty's kworker when it is empty:
@@ -393,94 +394,148 @@ void Session::update_terminal_events() {
 
 // ---- End ---------------------------------------------------------------------------------
 
+namespace {
+
+const char* to_string(Session::Stage stage) {
+    switch (stage) {
+        case Session::Stage::Starting: return "starting";
+        case Session::Stage::Running: return "running";
+        case Session::Stage::Draining: return "draining";
+        case Session::Stage::Stopping: return "stopping";
+        case Session::Stage::Closing: return "closing";
+        case Session::Stage::Ended: return "ended";
+    }
+    return "?";
+}
+
+// The transitions of the diagram in session.h, and no others.
+bool may_follow(Session::Stage from, Session::Stage to) {
+    using S = Session::Stage;
+    switch (to) {
+        case S::Starting: return false;
+        case S::Running: return from == S::Starting;
+        case S::Draining: return from == S::Starting || from == S::Running;
+        case S::Stopping: return from == S::Starting || from == S::Running || from == S::Draining;
+        case S::Closing: return from != S::Closing && from != S::Ended;
+        case S::Ended: return from != S::Ended;
+    }
+    return false;
+}
+
+}  // namespace
+
+Session::State Session::state() const {
+    switch (stage_) {
+        case Stage::Starting: return State::Starting;
+        case Stage::Running: return State::Running;
+        case Stage::Draining:
+        case Stage::Stopping:
+        case Stage::Closing: return State::Ending;
+        case Stage::Ended: return State::Ended;
+    }
+    return State::Ended;
+}
+
+bool Session::drained() const {
+    // A session that never started has no output to wait for.
+    return terminal_closed_ || drain_expired_ || !master_ || !started_;
+}
+
+void Session::enter(Stage next) {
+    if (!may_follow(stage_, next)) {
+        // A bug, not a client's doing: say so, and keep the session where it is.
+        log_error("session stage change refused", {{"UNIT", unit_}, {"FROM", to_string(stage_)}, {"TO", to_string(next)}});
+        return;
+    }
+    log_debug("session stage", {{"UNIT", unit_}, {"FROM", to_string(stage_)}, {"TO", to_string(next)}});
+    stage_ = next;
+    switch (next) {
+        case Stage::Starting:
+        case Stage::Running: return;
+        case Stage::Draining:
+            start_drain_timer();
+            read_terminal();
+            return maybe_finish();
+        case Stage::Stopping: return stop_backend();
+        case Stage::Closing:
+            if (!drain_timer_) start_drain_timer();
+            read_terminal();
+            return maybe_finish();
+        case Stage::Ended: return;  // finish() does the rest, with the final status
+    }
+}
+
 void Session::on_exited(protocol::ExitStatus status) {
     exited_ = true;
     exit_status_ = std::move(status);
     log_info("session command exited", {{"UNIT", unit_}, {"EXIT", std::to_string(exit_status_.shell_status())}});
-    if (!ending_) {
-        ending_ = true;
+    if (!ending()) {
         reason_ = exit_status_.reason;
-        if (state_ != State::Ended) state_ = State::Ending;
-        start_drain_timer();
-        read_terminal();
-        return;
+        return enter(Stage::Draining);
     }
     maybe_finish();
 }
 
 void Session::stop(ExitReason reason) {
-    if (state_ == State::Ended) return;
-    if (state_ == State::Starting && !start_failed_ && reason == ExitReason::Stopped) {
+    if (stage_ == Stage::Ended) return;
+    if (stage_ == Stage::Starting && !start_failed_ && reason == ExitReason::Stopped) {
         // STARTED precedes EXIT: a STOP that overtakes the start waits for it.
         stop_after_start_ = true;
         return;
     }
-    if (!ending_) {
-        ending_ = true;
-        reason_ = reason;
-        state_ = State::Ending;
-    }
-    if (backend_session_) return stop_backend();
-    maybe_finish();
+    if (stage_ >= Stage::Stopping) return maybe_finish();  // already on its way out
+    if (!ending()) reason_ = reason;
+    enter(backend_session_ ? Stage::Stopping : Stage::Closing);
 }
 
 void Session::stop_backend() {
-    if (stop_requested_) return;
-    stop_requested_ = true;
     const auto deadline = backends::Clock::now() +
-                          std::chrono::duration_cast<backends::Clock::duration>(server_.config().timeouts.cleanup);
+                          std::chrono::duration_cast<backends::Clock::duration>(context_.config->timeouts.cleanup);
     backend_session_->stop(deadline, guarded("session stopped", [this](bool ok, std::string why) { on_stopped(ok, why); }));
 }
 
 void Session::on_stopped(bool ok, const std::string& why) {
-    stopped_ = true;
     release_slot();
     if (ok) {
         log_info("session cleaned up", {{"UNIT", unit_}, {"REASON", std::string(protocol::to_string(reason_))}});
     } else {
         // Its processes outlived the deadline: the kernel could not end them yet (blocked in a
-        // FUSE request its server never answers, in state D). Failing closed made one such
-        // process stop the daemon, and the next start too (docs/security.md, "An unkillable
-        // session process"). The session ends for its clients like any other; what is left of
-        // it (the record and cgroup, or the unit) is the next start's cleanup_orphans() to
-        // retry, and the killed processes end by themselves once their request is answered.
-        ++server_.admission().counters().quarantined;
+        // FUSE request its server never answers, in state D). The session ends for its clients
+        // like any other; what is left of it (the record and cgroup, or the unit) is the next
+        // start's cleanup_orphans() to retry (docs/security.md, "An unkillable session
+        // process"), and the killed processes end by themselves once their request is answered.
+        ++context_.admission->counters().quarantined;
         log_error("session quarantined: its processes outlived the cleanup deadline",
                   {{"UNIT", unit_}, {"ERROR", why}});
     }
-    if (!drain_timer_) start_drain_timer();
-    read_terminal();
-    maybe_finish();
+    enter(Stage::Closing);
 }
 
 void Session::start_drain_timer() {
-    const int r = add_timer(server_.event(), drain_timer_, usec(server_.config().timeouts.drain), guarded("drain timer", [this] {
+    const int r = add_timer(context_.event, drain_timer_, usec(context_.config->timeouts.drain), guarded("drain timer", [this] {
         drain_expired_ = true;
         maybe_finish();
     }));
     if (r < 0) drain_expired_ = true;  // no timer to wait for: do not wait
+    else describe_source(drain_timer_, "drain " + id_);
 }
 
 void Session::maybe_finish() {
-    if (!ending_ || state_ == State::Ended) return;
-    // A session that never started has no output to wait for.
-    const bool drained = terminal_closed_ || drain_expired_ || !master_ || !started_;
-    if (backend_session_ && !stop_requested_) {
-        // The command ended on its own: wait for its output, then clean up what is left.
-        if (!drained) return;
+    if (!drained()) return;
+    if (stage_ == Stage::Draining) {
+        // The command ended on its own and its output is in: clean up what is left.
         if (!terminal_closed_ && reason_ == ExitReason::Exited) reason_ = ExitReason::DrainTimeout;
-        return stop_backend();
+        return enter(backend_session_ ? Stage::Stopping : Stage::Closing);
     }
-    if (backend_session_ && !stopped_) return;
-    if (!drained) return;
+    if (stage_ != Stage::Closing) return;
     protocol::ExitStatus status = exited_ ? exit_status_ : protocol::ExitStatus{};
     status.reason = reason_;
     finish(status);
 }
 
 void Session::finish(protocol::ExitStatus status) {
-    state_ = State::Ended;
-    ended_usec_ = now_usec(server_.event());
+    enter(Stage::Ended);
+    ended_usec_ = now_usec(context_.event);
     final_status_ = status;
     set_bulk(false);
     terminal_source_.reset();
@@ -496,14 +551,13 @@ void Session::finish(protocol::ExitStatus status) {
                                    {"EXIT", std::to_string(status.shell_status())},
                                    {"DURATION_S", std::to_string(std::time(nullptr) - created_)}});
     notify_changed();
-    server_.sessions().ended(this);
+    owner_.session_ended(*this);
 }
-
 
 void Session::release_slot() {
     if (!holds_slot_) return;
     holds_slot_ = false;
-    server_.admission().release_session();
+    context_.admission->release_session();
 }
 
 }  // namespace ptyvisor::server
@@ -513,7 +567,7 @@ void Session::release_slot() {
 namespace ptyvisor::server {
 
 bool Session::can_hand_over() const {
-    return state_ == State::Running && started_ && !ending_ && master_ && log_ && backend_session_;
+    return stage_ == Stage::Running && started_ && master_ && log_ && backend_session_;
 }
 
 HandoverRecord Session::handover_record() const {
@@ -534,8 +588,8 @@ HandoverRecord Session::handover_record() const {
 bool Session::adopt(const HandoverRecord& record, UniqueFd master, std::unique_ptr<OutputLog> log, std::string& why) {
     backends::SessionEvents events;
     events.on_exited = guarded("session exited", [this](protocol::ExitStatus s) { on_exited(std::move(s)); });
-    const backends::Backend::Adoption adoption{unit_, record.main_pid, server_.account().uid, record.argv.front()};
-    backend_session_ = server_.backend().adopt(adoption, std::move(events), why);
+    const backends::Backend::Adoption adoption{unit_, record.main_pid, context_.agent_uid, record.argv.front()};
+    backend_session_ = context_.backend->adopt(adoption, std::move(events), why);
     if (!backend_session_) return false;
     argv_ = record.argv;
     cwd_ = record.cwd;
@@ -546,34 +600,35 @@ bool Session::adopt(const HandoverRecord& record, UniqueFd master, std::unique_p
     main_pid_ = record.main_pid;
     log_ = std::move(log);
     master_ = std::move(master);
-    state_ = State::Running;
     started_ = true;
-    holds_slot_ = server_.admission().reserve_session();
+    enter(Stage::Running);
+    holds_slot_ = context_.admission->reserve_session();
     if (!holds_slot_) log_warning("adopted session exceeds max_sessions", {{"UNIT", unit_}});
-    if (const int r = add_io(server_.event(), terminal_source_, master_.get(), 0,
+    if (const int r = add_io(context_.event, terminal_source_, master_.get(), 0,
                              guarded("terminal", [this](std::uint32_t revents) { on_terminal(revents); }));
         r < 0) {
         log_error_errno(r, "cannot watch an adopted terminal", {{"UNIT", unit_}});
         stop(ExitReason::OutputFailed);
         return true;  // it is ours now, and ending
     }
+    describe_source(terminal_source_, "terminal " + id_);
     if (!detached_) {
         // Its client lost its connection with the old run: it has this long to come back.
-        add_timer(server_.event(), reattach_timer_, usec(server_.config().timeouts.reattach),
+        add_timer(context_.event, reattach_timer_, usec(context_.config->timeouts.reattach),
                   guarded("reattach timer", [this] {
                       if (controller_) return;
                       log_info("session's client did not come back", {{"UNIT", unit_}});
                       stop(ExitReason::Disconnected);
                   }));
     }
-    stored_ = server_.fd_store();  // it came from the store, where its descriptors still are
-    server_.screens().opened(*this);  // the worker rebuilds its screen from the log
+    stored_ = context_.fd_store;  // it came from the store, where its descriptors still are
+    if (context_.screens) context_.screens->opened(*this);  // the worker rebuilds its screen from the log
     update_terminal_events();
     return true;
 }
 
 void Session::store_for_handover(bool replace) {
-    if (!server_.fd_store() || !master_ || !log_) return;
+    if (!context_.fd_store || !master_ || !log_) return;
     UniqueFd meta;
     if (const int r = make_sealed_memfd("ptyvisor-meta", encode_handover(handover_record()), meta); r < 0) {
         log_error_errno(r, "cannot keep the session's metadata; it will not survive a restart", {{"UNIT", unit_}});

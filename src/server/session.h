@@ -1,10 +1,26 @@
 // Session: one terminal and the command on it, from START to the end of its retention.
 //
-// Sessions belong to the SessionRegistry (in Server), never to a connection, so that one may
-// outlive every client (a detached session). Connections attach to it as SessionClients.
+// Sessions belong to the SessionRegistry, never to a connection, so that one may outlive
+// every client (a detached session). Connections attach to it as SessionClients. What it
+// needs from the daemon comes in a SessionContext (session_context.h): it can run, and be
+// tested, without a Server.
 //
-//   Starting --exec'd--> Running --exited, or stop()--> Ending --drained, cleaned--> Ended
-//       \--start failed------------------------------------------------------------^
+// Its stages, each entered through enter() alone, which logs the transition at debug level:
+//
+//   Starting --exec'd--> Running --the command exited--> Draining --drained, or drain timeout--+
+//      |                    |                                                                |
+//      |                    +--stop()----------------------------------------------------+   |
+//      +--start failed, or stop()---------------------------------------------------> Stopping
+//      |                                                                                 |
+//      |                                        the backend ended every process: Closing <+
+//      +--failed before the backend had anything----------------------------------> Ended <--drained
+//
+//  - Draining: the command has exited by itself; its last output is read before the backend
+//    cleans up what is left of the session.
+//  - Stopping: the backend ends every process of the session (at most timeouts.cleanup).
+//  - Closing: no process is left; what the terminal still holds is read (at most
+//    timeouts.drain), then the session is Ended.
+// Clients see four states (State): Draining, Stopping and Closing are all Ending.
 //
 // Invariants:
 //  - The terminal is read into the OutputLog, and every client reads the log at a cursor of
@@ -13,8 +29,8 @@
 //    Otherwise nobody slows the program; a reader that falls behind loses the oldest bytes.
 //  - Nothing is read from the terminal before the command has exec'd (STARTED precedes
 //    every OUTPUT), and the log stops growing before the session is Ended.
-//  - The backend session is stopped exactly once, under the cleanup deadline of its own,
-//    and a failed cleanup fails the daemon closed.
+//  - The backend is asked to stop the session exactly once (entering Stopping), under the
+//    cleanup deadline of its own; a failed cleanup quarantines the session, never the daemon.
 //  - The session holds one of the admission's session slots from start() until its
 //    processes are gone.
 //  - Every client is told once of the start (or its failure) and wakes at every change; a
@@ -33,13 +49,13 @@
 #include "common/unique_fd.h"
 #include "protocol/payloads.h"
 #include "server/output_log.h"
+#include "server/session_context.h"
 #include "server/session_handover.h"
 #include "server/session_roles.h"
 
 namespace ptyvisor::server {
 
 class Recorder;
-class Server;
 
 // What a session needs from a client attached to it.
 class SessionClient {
@@ -61,13 +77,15 @@ protected:
 
 class Session {
 public:
-    enum class State { Starting, Running, Ending, Ended };
+    enum class State { Starting, Running, Ending, Ended };  // what clients see
+    enum class Stage { Starting, Running, Draining, Stopping, Closing, Ended };
     // Observers and waiters at once, besides the controller: each costs the loop work for
     // every byte the session writes, so their number is bounded (systemd-ptybrokerd has 16
     // monitors too). A controller may always attach, by taking over.
     static constexpr std::size_t kMaxReaders = 16;
 
-    Session(Server& server, std::string unit, bool detached);
+    // `context` and `owner` outlive the session.
+    Session(const SessionContext& context, SessionOwner& owner, std::string unit, bool detached);
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -96,7 +114,8 @@ public:
     // on the first LIST and kept: LIST then costs little per session.
     [[nodiscard]] const std::string& list_fixed_fields() const;
     [[nodiscard]] pid_t starter_pid() const { return starter_pid_; }  // the client that started it
-    [[nodiscard]] State state() const { return state_; }
+    [[nodiscard]] State state() const;
+    [[nodiscard]] Stage stage() const { return stage_; }
     [[nodiscard]] bool started() const { return started_; }
     [[nodiscard]] pid_t main_pid() const { return main_pid_; }
     [[nodiscard]] bool detached() const { return detached_; }
@@ -188,10 +207,17 @@ private:
     void finish(protocol::ExitStatus status);
     void release_slot();
     void notify_changed();
+    // The one place the stage changes: checks that `next` may follow, logs it at debug level,
+    // and does what entering `next` means.
+    void enter(Stage next);
+    [[nodiscard]] bool ending() const { return stage_ >= Stage::Draining; }
+    // Whether every byte the terminal will give has been read, or need not be waited for.
+    [[nodiscard]] bool drained() const;
     template <class F>
     auto guarded(const char* where, F f);
 
-    Server& server_;
+    const SessionContext& context_;
+    SessionOwner& owner_;
     std::string unit_, id_;
     std::vector<std::string> argv_;
     std::string cwd_;
@@ -200,7 +226,7 @@ private:
     std::uint64_t sequence_ = 0;
     pid_t starter_pid_ = 0;
     bool detached_;
-    State state_ = State::Starting;
+    Stage stage_ = Stage::Starting;
 
     std::unique_ptr<OutputLog> log_;
     std::unique_ptr<Recorder> recorder_;  // when sessions are recorded (server/recording.h)
@@ -220,11 +246,13 @@ private:
     std::uint64_t bytes_in_ = 0;
     std::uint64_t signal_ready_usec_ = 0;  // CLOCK_MONOTONIC: when the next signal may go
 
-    // Ending.
-    bool started_ = false, start_failed_ = false;
-    bool stop_after_start_ = false;
-    bool ending_ = false, exited_ = false, stop_requested_ = false, stopped_ = false;
-    bool terminal_closed_ = false, drain_expired_ = false;
+    // Facts, not stages: what has happened, whatever the stage.
+    bool started_ = false;             // the command exec'd (or was adopted running)
+    bool start_failed_ = false;        // it never ran
+    bool stop_after_start_ = false;    // a STOP came while Starting: it follows STARTED
+    bool exited_ = false;              // the backend reported the main process's end
+    bool terminal_closed_ = false;     // the terminal gave its last byte (or was lost)
+    bool drain_expired_ = false;       // timeouts.drain passed while Draining or Closing
     bool bulk_ = false;  // the terminal's source is at the bulk priority (see read_terminal)
     std::uint32_t terminal_events_ = UINT32_MAX;  // what the terminal's source waits for; none yet
     protocol::ExitReason reason_ = protocol::ExitReason::Exited;

@@ -3,15 +3,14 @@
 #include <algorithm>
 
 #include "common/log.h"
-#include "server/server.h"
 
 namespace ptyvisor::server {
 
 SessionRegistry::~SessionRegistry() = default;
 
 Session& SessionRegistry::create(bool detached) {
-    std::string unit = server_.new_unit_name();
-    auto session = std::make_unique<Session>(server_, unit, detached);
+    std::string unit = hooks_.new_unit_name();
+    auto session = std::make_unique<Session>(context_, *this, unit, detached);
     Session& s = *session;
     s.set_sequence(++created_count_);
     sessions_.emplace(s.id(), std::move(session));
@@ -47,8 +46,6 @@ std::size_t SessionRegistry::running() const {
     }));
 }
 
-void SessionRegistry::ended(Session* session) { review(session); }
-
 void SessionRegistry::client_left(Session* session) { review(session); }
 
 // An ended session goes when nobody reads it and nobody may come back for it.
@@ -59,7 +56,7 @@ void SessionRegistry::review(Session* session) {
     const auto it = sessions_.find(id);
     if (it == sessions_.end() || it->second.get() != session) return;  // it was the oldest
     if (session->clients() > 0) return;
-    if (session->detached() && !session->failed_to_start() && !server_.shutting_down()) {
+    if (session->detached() && !session->failed_to_start() && !hooks_.shutting_down()) {
         arm_expiry();  // kept for late readers, until its retention has passed
         return;
     }
@@ -78,7 +75,7 @@ void SessionRegistry::bound_ended() {
     std::vector<Session*> ended;
     for (const auto& [id, s] : sessions_)
         if (s->state() == Session::State::Ended && !s->controller()) ended.push_back(s.get());
-    const std::size_t keep = server_.config().limits.max_sessions;
+    const std::size_t keep = context_.config->limits.max_sessions;
     if (ended.size() <= keep) return;
     std::sort(ended.begin(), ended.end(), [](Session* a, Session* b) { return a->ended_usec() < b->ended_usec(); });
     for (std::size_t i = 0; i + keep < ended.size(); ++i) {
@@ -91,13 +88,16 @@ void SessionRegistry::bound_ended() {
 }
 
 void SessionRegistry::schedule_reap() {
-    if (!reap_source_) add_defer(server_.event(), reap_source_, [this] { reap(); });
+    if (!reap_source_) {
+        add_defer(context_.event, reap_source_, [this] { reap(); });
+        describe_source(reap_source_, "session reaper");
+    }
     else sd_event_source_set_enabled(reap_source_.get(), SD_EVENT_ONESHOT);
 }
 
 void SessionRegistry::reap() {
     doomed_.clear();
-    server_.sessions_changed();
+    hooks_.sessions_changed();
 }
 
 void SessionRegistry::arm_expiry() {
@@ -111,16 +111,18 @@ void SessionRegistry::arm_expiry() {
         expiry_timer_.reset();
         return;
     }
-    const std::uint64_t due = first + to_usec(server_.config().timeouts.retention);
-    const std::uint64_t now = now_usec(server_.event());
+    const std::uint64_t due = first + to_usec(context_.config->timeouts.retention);
+    const std::uint64_t now = now_usec(context_.event);
     // Without the timer, exited sessions stay until another one ends (bounded by max_sessions).
-    if (const int r = rearm_timer(server_.event(), expiry_timer_, due > now ? due - now : 0, [this] { expire(); }); r < 0)
+    if (const int r = rearm_timer(context_.event, expiry_timer_, due > now ? due - now : 0, [this] { expire(); }); r < 0)
         log_error_errno(r, "cannot arm the retention timer");
+    else
+        describe_source(expiry_timer_, "session retention");
 }
 
 void SessionRegistry::expire() {
-    const std::uint64_t now = now_usec(server_.event());
-    const std::uint64_t retention = to_usec(server_.config().timeouts.retention);
+    const std::uint64_t now = now_usec(context_.event);
+    const std::uint64_t retention = to_usec(context_.config->timeouts.retention);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
         Session& s = *it->second;
         if (s.state() == Session::State::Ended && s.clients() == 0 && now >= s.ended_usec() + retention) {

@@ -1,5 +1,8 @@
 // SessionRegistry: every session of the daemon, by id, and when each goes.
 //
+// It needs no Server: the SessionContext its sessions run with, and three hooks
+// (RegistryHooks). session_registry_test.cpp runs it alone.
+//
 // A session stays while it runs. Once Ended it stays while a client is attached (to read
 // its last output and its EXIT); a detached one then stays for the retention time, so that
 // a late reader still finds its status and log. At most max_sessions ended ones are kept,
@@ -9,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,11 +23,18 @@
 
 namespace ptyvisor::server {
 
-class Server;
+// What the registry asks of whoever owns it.
+struct RegistryHooks {
+    std::function<std::string()> new_unit_name;  // a fresh, unique unit name
+    std::function<void()> sessions_changed;      // a session was destroyed
+    std::function<bool()> shutting_down;         // then ended sessions are not kept
+};
 
-class SessionRegistry {
+class SessionRegistry final : public SessionOwner {
 public:
-    explicit SessionRegistry(Server& server) : server_(server) {}
+    // `context` outlives the registry; its config gives max_sessions and the retention.
+    SessionRegistry(const SessionContext& context, RegistryHooks hooks)
+        : context_(context), hooks_(std::move(hooks)) {}
     ~SessionRegistry();
 
     // A new session, not yet started, under a fresh unit name.
@@ -37,8 +48,8 @@ public:
     [[nodiscard]] std::size_t running() const;
     [[nodiscard]] bool empty() const { return sessions_.empty(); }
 
-    // From Session: it is Ended now.
-    void ended(Session* session);
+    // SessionOwner: it is Ended now.
+    void session_ended(Session& session) override { review(&session); }
     // A client left: an ended session may go now.
     void client_left(Session* session);
     // The daemon stops: every session ends with reason shutdown.
@@ -54,7 +65,8 @@ private:
     void expire();
     void arm_expiry();
 
-    Server& server_;
+    const SessionContext& context_;
+    RegistryHooks hooks_;
     std::map<std::string, std::unique_ptr<Session>> sessions_;  // by id
     std::vector<std::unique_ptr<Session>> doomed_;
     std::uint64_t created_count_ = 0;

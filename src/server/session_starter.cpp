@@ -1,0 +1,205 @@
+#include "server/session_starter.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <exception>
+
+#include "common/event.h"
+#include "common/linux.h"
+#include "common/log.h"
+#include "common/process.h"
+#include "server/session.h"
+#include "server/session_environment.h"
+#include "server/session_registry.h"
+
+namespace ptyvisor::server {
+
+using protocol::ErrorCode;
+
+// A START's directory and command, checked on a worker thread (blocking_worker.h): what the
+// loop must not do itself, since the client chose the directory and the PATH.
+struct SessionStarter::Check {
+    backends::SessionSpec spec;  // in: argv, env, account, cwd; out: what the resolver fills
+    UniqueFd cwd;                // owned here while the check runs
+    backends::Resolver resolver = nullptr;
+    std::optional<ErrorCode> error;
+    std::string why;
+
+    // On the worker thread, with the agent's file-system identity.
+    void run() noexcept {
+        try {
+            struct stat st{};
+            if (::fstat(cwd.get(), &st) < 0 || !S_ISDIR(st.st_mode)) {
+                error = ErrorCode::NotADirectory;
+                why = "the descriptor sent with START is not a directory";
+            } else if (st.st_dev != spec.cwd_dev || st.st_ino != spec.cwd_ino) {
+                error = ErrorCode::CwdMismatch;
+                why = "the directory does not match cwd_dev and cwd_ino";
+            } else if (resolver && !resolver(spec, why)) {
+                error = ErrorCode::StartFailed;
+            }
+        } catch (...) {
+            error = ErrorCode::Internal;
+            why = "the start could not be prepared";
+        }
+    }
+};
+
+SessionStarter::SessionStarter(Context context, const PeerIdentity& peer, SessionClient& controller,
+                               Callbacks callbacks)
+    : context_(context), peer_(peer), controller_(controller), callbacks_(std::move(callbacks)) {}
+
+SessionStarter::~SessionStarter() {
+    Leftovers leftovers;
+    abandon(leftovers);
+    if (!leftovers.fds.empty() || leftovers.check) {
+        context_.worker->submit([fds = std::make_shared<std::vector<UniqueFd>>(std::move(leftovers.fds)),
+                                 check = std::move(leftovers.check)]() mutable {
+            fds->clear();
+            check.reset();
+        });
+    }
+}
+
+// Every answer from a worker or the backend comes through here: an exception ends this START
+// (and with it the connection) with ERROR internal, never the daemon.
+template <class F>
+auto SessionStarter::answered(F f) {
+    return [this, f = std::move(f)] {
+        try {
+            f();
+        } catch (const std::exception& e) {
+            log_error("session start failed", {{"ERROR", e.what()}, {"PEER_PID", std::to_string(peer_.cred.pid)}});
+            callbacks_.refused(ErrorCode::Internal, "internal error; the connection ends");
+            return;
+        } catch (...) {
+            callbacks_.refused(ErrorCode::Internal, "internal error; the connection ends");
+            return;
+        }
+        callbacks_.answered();
+    };
+}
+
+void SessionStarter::begin(protocol::StartRequest request, UniqueFd cwd, bool detach) {
+    const auto& account = *context_.account;
+    if (peer_.cred.uid != account.uid) {
+        cwd_ = std::move(cwd);
+        return callbacks_.refused(ErrorCode::NotAllowed, "only the agent's account may start sessions");
+    }
+    // The directory is judged, and the command looked up, on a worker thread: either can
+    // block for as long as the client likes (a FUSE mount that it serves).
+    auto check = std::make_shared<Check>();
+    check->cwd = std::move(cwd);
+    auto& spec = check->spec;
+    spec.argv = std::move(request.argv);
+    spec.env = session_environment(std::move(request.env), request.term, account);
+    spec.cwd = check->cwd.get();
+    spec.cwd_dev = request.cwd_dev;
+    spec.cwd_ino = request.cwd_ino;
+    spec.account = account;
+    spec.properties = context_.config->session_properties;
+    size_ = request.size;
+    detach_ = detach;
+    check->resolver = context_.backend->resolver();
+    check_ = check;
+    checking_ = std::make_shared<BlockingWorker::Completion>(answered([this] { on_checked(); }));
+    // Ahead of every queued close: under a connection flood the refused sockets' closes
+    // queue by the thousand, and this client is waiting.
+    context_.worker->submit([check] { check->run(); }, checking_, BlockingWorker::Lane::Request);
+}
+
+void SessionStarter::on_checked() {
+    checking_.reset();
+    const auto check = std::move(check_);
+    cwd_ = std::move(check->cwd);
+    if (check->error) return callbacks_.refused(*check->error, check->why);
+    spec_ = std::move(check->spec);
+    authorize(false);
+}
+
+void SessionStarter::authorize(bool rechecked) {
+    // Check the peer again right before start: it may have exec'd or died since accept.
+    std::string why;
+    auto verdict = backends::PeerVerdict::Refused;
+    if (pidfd_alive(peer_.pidfd.get())) verdict = context_.backend->check_peer(peer_.view(), why);
+    if (verdict == backends::PeerVerdict::Unsure && !rechecked) {
+        // Perhaps the new main process of an allowed unit that the backend has not learnt
+        // yet: ask it to look again, and read nothing more until it has.
+        rechecking_ = std::make_shared<std::function<void()>>(answered([this] { on_rechecked(); }));
+        context_.backend->recheck(rechecking_);
+        return;
+    }
+    if (verdict != backends::PeerVerdict::Allowed)
+        return callbacks_.refused(ErrorCode::NotAllowed, why.empty() ? "the peer is gone" : why);
+    // A traced peer is refused: its tracer drives it, and the tracer may be a session (a
+    // session may not start sessions), which ptrace let past that rule (docs/security.md,
+    // "A session gets a session by ptrace"). A tracer that injects and detaches before START
+    // is not seen here: Yama's ptrace_scope closes that (main.cpp warns where it is off).
+    if (const pid_t tracer = tracer_of(peer_.cred.pid); tracer != 0)
+        return callbacks_.refused(ErrorCode::NotAllowed, "the peer is being traced (by process " +
+                                                             std::to_string(tracer) +
+                                                             "); a traced process may not start sessions");
+    // The session starts with the agent's resource limits, not the daemon's: never more.
+    ResourceLimits limits{};
+    if (const int r = read_resource_limits(peer_.cred.pid, peer_.pidfd.get(), limits); r < 0)
+        return callbacks_.refused(ErrorCode::NotAllowed,
+                                  std::string("cannot read the peer's resource limits: ") + std::strerror(-r));
+    spec_->limits = limits;
+    auto& admission = *context_.admission;
+    if (!admission.reserve_session())
+        return callbacks_.refused(ErrorCode::Busy, "all " + std::to_string(context_.config->limits.max_sessions) +
+                                                       " session slots are in use");
+    holds_slot_ = true;
+    if (!admission.take_admission(now_usec(context_.event)))
+        return callbacks_.refused(ErrorCode::RateLimited, "too many sessions started in the last minute");
+    start();
+}
+
+void SessionStarter::on_rechecked() {
+    // The backend holds a copy of rechecking_ while it calls us: resetting it is safe.
+    rechecking_.reset();
+    if (!spec_) return;
+    authorize(true);
+}
+
+void SessionStarter::start() {
+    backends::SessionSpec spec = std::move(*spec_);
+    spec_.reset();
+    const std::string argv0 = spec.argv.front();
+    Session& session = context_.sessions->create(detach_);
+    callbacks_.attached(session);
+    holds_slot_ = false;  // the session's from now on, whatever start() says
+    std::string why;
+    const bool ok = session.start(std::move(spec), size_, &controller_, peer_.cred.pid, why);
+    // The backend is done with the directory (the session has it, or systemd its path).
+    context_.worker->dispose(std::move(cwd_));
+    if (!ok) return callbacks_.refused(ErrorCode::StartFailed, why);
+    log_info("session starting", {{"UNIT", session.unit()}, {"PEER_PID", std::to_string(peer_.cred.pid)},
+                                  {"PEER_UID", std::to_string(peer_.cred.uid)}, {"ARGV0", argv0},
+                                  {"DETACHED", detach_ ? "yes" : "no"}});
+    callbacks_.started(session);
+}
+
+ErrorCode SessionStarter::timeout_code() const {
+    return checking_ ? ErrorCode::StartFailed : ErrorCode::NotAllowed;
+}
+
+std::string SessionStarter::timeout_message() const {
+    return checking_ ? "the working directory or the command did not answer in time"
+                     : "the peer could not be verified in time";
+}
+
+void SessionStarter::abandon(Leftovers& out) {
+    checking_.reset();    // a check still running is abandoned: its answer is dropped unseen
+    rechecking_.reset();  // likewise the backend's (RecheckCallback)
+    spec_.reset();
+    if (cwd_) out.fds.push_back(std::move(cwd_));
+    if (check_) out.check = std::move(check_);
+    if (holds_slot_) {
+        holds_slot_ = false;
+        context_.admission->release_session();
+    }
+}
+
+}  // namespace ptyvisor::server
