@@ -67,6 +67,7 @@ def main():
     stop = lambda *_: (_ for _ in ()).throw(KeyboardInterrupt())  # noqa: E731
     signal.signal(signal.SIGTERM, stop)
     t0 = time.time()
+    suite.begin_run()
     try:
         suite.start_daemon()
         if "throughput" in only or "start" in only or "fairness" in only:
@@ -92,6 +93,7 @@ def main():
             except Failure as e:
                 suite.fail(name, "ptyvisor", str(e))
             log(f"--- {name} took {time.time() - b0:.1f} s")
+            suite.note_load(f"after {name}")
     except KeyboardInterrupt:
         suite.fail("suite", "run.sh", "interrupted")
     except Failure as e:
@@ -99,6 +101,7 @@ def main():
     finally:
         if suite.daemon and suite.daemon.poll() is not None:
             suite.fail("suite", "ptyvisor", f"ptyvisord exited with {suite.daemon.returncode} during the run")
+        suite.end_run()
         try:
             suite.write_reports(sys.argv[1:])
         finally:

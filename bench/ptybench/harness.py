@@ -14,6 +14,35 @@ import time
 from .common import ROOT, ACCOUNT, log, Failure
 
 
+SCREEN_WORKER = "ptyvisor-screen"
+
+
+def service_pids(pid):
+    """A daemon's PID and those of its screen workers (its children named ptyvisor-screen):
+    the daemon keeps every session's screen there, so its per-session memory and CPU are
+    counted with the daemon's. A worker restarted between two readings starts from zero:
+    a difference over that window undercounts."""
+    pids = [pid]
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return pids
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+        for child in children:
+            try:
+                with open(f"/proc/{child}/comm") as f:
+                    if f.read().strip() == SCREEN_WORKER[:15]:
+                        pids.append(child)
+            except OSError:
+                pass
+    return pids
+
+
 class Harness:
     """The suite's machinery: processes run bounded and as the account, the private daemons,
     the optional contenders (ssh, systemd-run), the measurement of a daemon's process, and
@@ -70,6 +99,7 @@ class Harness:
             self.baseline = {"ptyvisord": os.path.join(os.path.abspath(args.baseline), "ptyvisord"),
                              "ptyvisor": os.path.join(os.path.abspath(args.baseline), "ptyvisor")}
         self.baseline_socket = os.path.join(self.tmp, "ptyvisor-baseline.sock")
+        self.run_record = None  # begin_run() .. end_run(): times, commit, load average
 
     def account_env(self):
         return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "TERM": "xterm",
@@ -270,31 +300,41 @@ class Harness:
         log(f"could not remove {cgroup}")
 
     def proc_stat(self):
-        """(cpu seconds, voluntary+involuntary context switches, schedstat runs, rss KiB, fds)."""
+        """The main daemon's service, ptyvisord and its screen worker together (service_pids):
+        cpu seconds, voluntary+involuntary context switches, schedstat runs, rss and pss KiB
+        (summed; `screen_rss_kib` is the worker's part), and the daemon's own descriptors."""
         pid = self.daemon.pid
         tick = os.sysconf("SC_CLK_TCK")
-        cpu = switches = runs = 0
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / tick
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                        switches += int(line.split()[1])
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                runs += int(f.read().split()[2])
-        rss = pss = 0
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1])
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    pss = int(line.split()[1])
+        cpu = switches = runs = rss = pss = screen_rss = 0
+        for p in service_pids(pid):
+            try:
+                for tid in os.listdir(f"/proc/{p}/task"):
+                    with open(f"/proc/{p}/task/{tid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    cpu += (int(fields[11]) + int(fields[12])) / tick
+                    with open(f"/proc/{p}/task/{tid}/status") as f:
+                        for line in f:
+                            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                                switches += int(line.split()[1])
+                    with open(f"/proc/{p}/task/{tid}/schedstat") as f:
+                        runs += int(f.read().split()[2])
+                with open(f"/proc/{p}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            rss += int(line.split()[1])
+                            screen_rss += int(line.split()[1]) if p != pid else 0
+                with open(f"/proc/{p}/smaps_rollup") as f:
+                    for line in f:
+                        if line.startswith("Pss:"):
+                            pss += int(line.split()[1])
+            except OSError:
+                if p == pid:
+                    raise
+                # A screen worker that ended meanwhile: the daemon starts another.
+        # Descriptors are the daemon's alone: wait_daemon_quiet() waits for its sessions'.
         fds = len(os.listdir(f"/proc/{pid}/fd"))
-        return {"cpu": cpu, "switches": switches, "runs": runs, "rss_kib": rss, "pss_kib": pss, "fds": fds}
+        return {"cpu": cpu, "switches": switches, "runs": runs, "rss_kib": rss, "pss_kib": pss,
+                "screen_rss_kib": screen_rss, "fds": fds}
 
     def wait_daemon_quiet(self, fds, timeout=60):
         """Waits until the daemon's descriptor count is back to `fds` (sessions cleaned up)."""
@@ -445,6 +485,31 @@ class Harness:
         return self.harness["exec"] + ["systemd-run", "--pty", "--quiet", "-p", f"User={ACCOUNT}",
                                        "/bin/sh", "-c", cmd]
 
+    def begin_run(self):
+        """Records the start of the run: its time, the commit measured, the load average."""
+        def git(*a):
+            r = subprocess.run(["git", "-C", ROOT] + list(a), capture_output=True, text=True, timeout=10)
+            return r.stdout.strip() if r.returncode == 0 else ""
+        self.run_record = {"start": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "commit": git("rev-parse", "HEAD"),
+                           "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+                           "cpus": os.cpu_count(), "loadavg": {"start": os.getloadavg()}, "load_samples": []}
+        self.note_load("start")
+
+    def note_load(self, when):
+        """Samples the 1-minute load average (at the start, after each benchmark, at the end):
+        the machine was busy when one sample exceeds its core count."""
+        self.run_record["load_samples"].append({"when": when, "loadavg_1m": os.getloadavg()[0]})
+
+    def end_run(self):
+        r = self.run_record
+        self.note_load("end")
+        r["end"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        r["loadavg"]["end"] = os.getloadavg()
+        r["max_loadavg_1m"] = max(x["loadavg_1m"] for x in r["load_samples"])
+        r["busy"] = r["max_loadavg_1m"] > r["cpus"]
+        if r["busy"]:
+            log(f"the machine was busy: load average up to {r['max_loadavg_1m']:.2f} on {r['cpus']} cores")
+
     def row(self, bench, case, contender, metric, value, unit, ratio=None):
         self.rows.append({"bench": bench, "case": case, "contender": contender, "metric": metric,
                           "value": value, "unit": unit, "ratio_vs_forkpty": ratio})
@@ -473,57 +538,82 @@ class Harness:
             self.extra_cgroups.append(cg)
 
     def daemon_memory(self, pid):
-        """A daemon's memory, as the kernel accounts it: VmRSS and its parts and VmPTE (its
-        page tables) from /proc/PID/status, Pss from /proc/PID/smaps_rollup, and its memfds
-        (the output logs): how many, their size and the bytes allocated to them (st_blocks *
-        512, through /proc/PID/fd, which needs root). KiB, but `memfds` and `fds` (counts)."""
-        m = {}
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                k = line.split(":")[0]
-                if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE"):
-                    m[k] = int(line.split()[1])
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                k = line.split(":")[0]
-                if k in ("Pss", "Pss_Anon", "Pss_Shmem"):
-                    m[k] = int(line.split()[1])
-        memfds = size = allocated = fds = 0
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            fds += 1
+        """A daemon's memory, ptyvisord and its screen worker together (service_pids), as the
+        kernel accounts it: VmRSS and its parts and VmPTE (page tables) from /proc/PID/status,
+        Pss from /proc/PID/smaps_rollup, summed over the two; `screen_VmRSS` is the worker's
+        part. The memfds (the output logs) of either, each counted once: how many, their size
+        and the bytes allocated to them (st_blocks * 512, through /proc/PID/fd, which needs
+        root). `fds` is the daemon's own descriptors. KiB, but `memfds` and `fds` (counts)."""
+        m = {k: 0 for k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE", "Pss", "Pss_Anon", "Pss_Shmem",
+                            "screen_VmRSS")}
+        memfds, fds = {}, 0
+        for p in service_pids(pid):
             try:
-                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:"):
-                    continue
-                st = os.stat(f"/proc/{pid}/fd/{fd}")
-            except OSError:  # closed meanwhile
-                continue
-            memfds += 1
-            size += st.st_size
-            allocated += st.st_blocks * 512
-        m.update({"memfds": memfds, "memfd_size": size // 1024, "memfd_allocated": allocated // 1024, "fds": fds})
+                with open(f"/proc/{p}/status") as f:
+                    for line in f:
+                        k = line.split(":")[0]
+                        if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE"):
+                            m[k] += int(line.split()[1])
+                            if k == "VmRSS" and p != pid:
+                                m["screen_VmRSS"] += int(line.split()[1])
+                with open(f"/proc/{p}/smaps_rollup") as f:
+                    for line in f:
+                        k = line.split(":")[0]
+                        if k in ("Pss", "Pss_Anon", "Pss_Shmem"):
+                            m[k] += int(line.split()[1])
+                for fd in os.listdir(f"/proc/{p}/fd"):
+                    fds += p == pid
+                    try:
+                        if not os.readlink(f"/proc/{p}/fd/{fd}").startswith("/memfd:"):
+                            continue
+                        st = os.stat(f"/proc/{p}/fd/{fd}")
+                    except OSError:  # closed meanwhile
+                        continue
+                    memfds[(st.st_dev, st.st_ino)] = st
+            except OSError:
+                if p == pid:
+                    raise
+                # A screen worker that ended meanwhile: the daemon starts another.
+        m.update({"memfds": len(memfds), "memfd_size": sum(st.st_size for st in memfds.values()) // 1024,
+                  "memfd_allocated": sum(st.st_blocks * 512 for st in memfds.values()) // 1024, "fds": fds})
         return m
 
     @staticmethod
     def cpu_seconds(pid):
-        """User + system CPU seconds of a process, all its threads (10 ms ticks)."""
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User + system CPU seconds of a daemon and its screen worker, all their threads
+        (10 ms ticks)."""
+        total = 0.0
+        for p in service_pids(pid):
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                if p == pid:
+                    raise
+                continue  # a screen worker that ended meanwhile
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     @staticmethod
     def context_switches(pid):
-        """(voluntary, involuntary) context switches, summed over a process's threads."""
+        """(voluntary, involuntary) context switches, summed over the threads of a daemon and
+        its screen worker."""
         vol = inv = 0
-        for tid in os.listdir(f"/proc/{pid}/task"):
+        for p in service_pids(pid):
             try:
-                with open(f"/proc/{pid}/task/{tid}/status") as f:
-                    for line in f:
-                        if line.startswith("voluntary_ctxt_switches"):
-                            vol += int(line.split()[1])
-                        elif line.startswith("nonvoluntary_ctxt_switches"):
-                            inv += int(line.split()[1])
-            except OSError:  # a thread that ended meanwhile
-                pass
+                tids = os.listdir(f"/proc/{p}/task")
+            except OSError:  # a screen worker that ended meanwhile
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{p}/task/{tid}/status") as f:
+                        for line in f:
+                            if line.startswith("voluntary_ctxt_switches"):
+                                vol += int(line.split()[1])
+                            elif line.startswith("nonvoluntary_ctxt_switches"):
+                                inv += int(line.split()[1])
+                except OSError:  # a thread that ended meanwhile
+                    pass
         return vol, inv
 
     def wakeups(self, pid, window):

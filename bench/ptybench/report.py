@@ -38,7 +38,7 @@ class Report:
             shown.append(a)
         doc = {"command": "bench/run.sh " + " ".join(shown), "smoke": self.smoke, "machine": self.machine(),
                "results": self.results, "failures": self.failures, "skips": self.skips,
-               "time": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+               "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "run": self.run_record}
         with open(os.path.join(self.out, "results.json"), "w") as f:
             json.dump(doc, f, indent=1, default=lambda x: round(x, 3))
         with open(os.path.join(self.out, "results.csv"), "w", newline="") as f:
@@ -54,6 +54,7 @@ class Report:
         m = doc["machine"]
         L = [f"Command: `{doc['command']}` ({doc['time']}, commit {m['git']})", "",
              f"Machine: {m['nproc']} CPUs, {m['model']} ({m['hypervisor'] or 'bare metal'}), {m['mem']}, {m['uname']}", ""]
+        L += self.run_lines(doc.get("run"))
         if "throughput" in R:
             t = R["throughput"]
             rb = t["relayed_bytes"]
@@ -120,6 +121,8 @@ class Report:
         if "memory" in R:
             mm = R["memory"]
             L += ["### Memory and idle wake-ups of ptyvisord", "",
+                  "ptyvisord and its screen worker (ptyvisor-screen, which keeps every session's screen) "
+                  "together: RSS, wake-ups and CPU are their sums; descriptors are the daemon's own.", "",
                   "| idle sessions | RSS KiB | RSS per session KiB | fds per session | wake-ups/s |", "| --- | --- | --- | --- | --- |",
                   f"| 0 | {mm['idle']['rss_kib']} | – | – | {mm['idle']['wakeups_per_s']:.1f} |"]
             for k, v in mm["sessions"].items():
@@ -138,7 +141,9 @@ class Report:
             L += [f"### Persistent sessions: {k} idle detached sessions", "", stamp("idle-sessions"), "",
                   f"`cat` in {k} detached sessions, no client attached, started 4 at a time (`{s['commands']['start']}`, "
                   "as the account), on a fresh daemon of their own (same configuration, one session run and ended "
-                  "first), so that no earlier benchmark's freed heap hides what they take. Its memory was read before "
+                  "first), so that no earlier benchmark's freed heap hides what they take. The daemon is ptyvisord and its "
+                  "screen worker (ptyvisor-screen) together: each figure is their sum (an output log mapped by both "
+                  "counted once), descriptors excepted (the daemon's own). Its memory was read before "
                   f"the first START and 1 s after the last STARTED; per session is the difference divided by {k}. KiB "
                   f"throughout. Load average (1, 5, 15 min) before: {self.loadavg(s)}.", "",
                   "| measure | before | with the sessions | per session |", "| --- | --- | --- | --- |"]
@@ -166,7 +171,7 @@ class Report:
                   f"LIST with {k} sessions: {lu['n']} LISTs one after another (after untimed warm-ups), each timed from the "
                   "send() of LIST, on a connection already made, to the arrival of the whole SESSIONS frame "
                   f"({lj['payload_bytes']} bytes). Nearest-rank p50 {lu['p50'] / 1000:.2f} ms, p99 {lu['p99'] / 1000:.2f} ms, "
-                  f"max {lu['max'] / 1000:.2f} ms. The daemon's CPU time (user + system, /proc/PID/stat, 10 ms ticks) "
+                  f"max {lu['max'] / 1000:.2f} ms. The CPU time of the daemon and its screen worker (user + system, /proc/PID/stat, 10 ms ticks) "
                   f"over all {lu['n']} LISTs and the warm-ups, per LIST: {lj['daemon_cpu_ms_per_list']:.2f} ms "
                   f"(± {10 / lj['requests']:.2f} ms: one tick over them all). "
                   f"The reply named **{lj['listed']} of the {k}** sessions (`{s['commands']['list']}`).", ""]
@@ -215,7 +220,8 @@ class Report:
                   "summed over observers and runs; every observer's bytes received + lost came to N + 1, and the "
                   "controller lost none. The reference is termbench's forkpty reader of the same command, timed from "
                   "forkpty() to EIO, its byte count checked. MB/s is 10^6 bytes per second. **daemon CPU** is the "
-                  "median over runs of ptyvisord's user + system time (/proc/PID/stat, 10 ms ticks) from the start to "
+                  "median over runs of the user + system time of ptyvisord and its screen worker (/proc/PID/stat, 10 ms "
+                  "ticks) from the start to "
                   "the end of one sessionbench process, session start included. Load average (1, 5, 15 "
                   f"min) before: {self.loadavg(o)}.", "",
                   "| configuration | runs | controller MB/s, median (min–max) | all readers MB/s, median | observers: bytes received / lost (DROPPED notices), all runs | ratio of medians to 1 client | median of per-round ratios to 1 client | ratio of medians to forkpty | daemon CPU s per run, median |",
@@ -259,7 +265,7 @@ class Report:
         if "cpu" in R or "syscalls" in R:
             L += ["### Cost per byte relayed (ptyvisord)", ""]
             if "cpu" in R:
-                L.append(f"- CPU (user+sys) per GB: {R['cpu']['cpu_s_per_gb']:.3f} s ({R['cpu']['bytes'] >> 20} MiB of zeros)")
+                L.append(f"- CPU (user+sys, the daemon and its screen worker) per GB: {R['cpu']['cpu_s_per_gb']:.3f} s ({R['cpu']['bytes'] >> 20} MiB of zeros)")
             if "syscalls" in R:
                 s = R["syscalls"]
                 top = ", ".join(f"{k} {v:.1f}" for k, v in list(s["by_call_per_mb"].items())[:8])
@@ -275,6 +281,25 @@ class Report:
         if self.failures:
             L += ["### Failures", ""] + [f"- {s['bench']}/{s['contender']}: {s['reason']}" for s in self.failures] + [""]
         return "\n".join(L) + "\n"
+
+    @staticmethod
+    def run_lines(run):
+        """The run's record: when, which commit, the load average; and a warning when the
+        machine was busy (a 1-minute load average above its core count), since every figure
+        then includes waiting for a CPU."""
+        if not run or "end" not in run:
+            return []
+        fmt = lambda v: ", ".join(f"{x:.2f}" for x in v)  # noqa: E731
+        L = [f"Run: {run['start']} to {run['end']}, commit {run['commit'] or 'unknown'}"
+             + (" (with uncommitted changes)" if run["dirty"] else "")
+             + f"; load average (1, 5, 15 min) at the start {fmt(run['loadavg']['start'])}, at the end "
+             f"{fmt(run['loadavg']['end'])}; highest 1-minute figure sampled (start, after each benchmark, end) "
+             f"{run['max_loadavg_1m']:.2f} on {run['cpus']} cores.", ""]
+        if run["busy"]:
+            L += [f"**The machine was busy during this run**: its load average reached {run['max_loadavg_1m']:.2f}, "
+                  f"above its {run['cpus']} cores, so the figures include time spent waiting for a CPU; compare them "
+                  "with a run on a quiet machine before drawing conclusions.", ""]
+        return L
 
     @staticmethod
     def loadavg(res):

@@ -29,7 +29,7 @@ class Cost:
             runs.append({"cpu_s_per_gb": (b["cpu"] - a["cpu"]) / (n / 1e9), "wall_s": wall})
         med = statistics.median(r["cpu_s_per_gb"] for r in runs)
         self.results["cpu"] = {"bytes": n, "runs": runs, "cpu_s_per_gb": med,
-                               "note": "daemon user+sys from /proc/PID/stat, 10 ms ticks"}
+                               "note": "user+sys of the daemon and its screen worker from /proc/PID/stat, 10 ms ticks"}
         self.row("cpu", "head -c N /dev/zero", "ptyvisord", "cpu per GB", round(med, 3), "s")
         log(f"cpu: {med:.3f} s per GB")
 
