@@ -377,8 +377,8 @@ class Harness:
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30)
         if r.returncode != 0:
             return "sshd did not start: " + r.stderr.decode()[-200:]
-        # The daemonised sshd writes its PID file after its parent has exited: wait until the
-        # whole line is there (an empty or partial file was seen in CI).
+        # The daemonised sshd writes its PID file after its parent has exited, so the file may
+        # be empty or partial at first: wait until the whole line is there.
         pid_text = ""
         deadline = time.monotonic() + 10
         while not pid_text.endswith("\n") and time.monotonic() < deadline:
