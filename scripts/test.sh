@@ -23,7 +23,8 @@ scripts/build.sh default
 ctest --preset default -j "$jobs"
 
 stage "binaries the test account cannot reach (a clone in /root, mode 0700)"
-# The suite runs the client as the account; built in a 0700 tree it used to exit 127.
+# The suite runs the client as the account, which cannot reach binaries in a 0700 tree: built
+# there, the suite must still give the account binaries it can run.
 private=$(mktemp -d /tmp/ptyvisor-private.XXXXXX)   # 0700, root's
 trap 'rm -rf "$private"' EXIT
 cp build/default/src/server/ptyvisord build/default/src/cli/ptyvisor "$private/"

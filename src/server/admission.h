@@ -1,7 +1,7 @@
 // Admission: who may hold what, decided before a connection costs anything.
 //
-// The pilot charged one global quota before authentication, so any same-uid process could
-// lock the agent out (flaw 1). Here (docs/admission.md has the whole design):
+// A quota charged before authentication would let any same-uid process lock the agent out,
+// so nothing is charged until the peer is known. Here (docs/admission.md has the whole design):
 //  - authentication happens at accept time, from what the kernel already knows (SO_PEERCRED,
 //    SO_PEERPIDFD, the peer's cgroup); a peer that fails holds nothing;
 //  - a handshake slot is per peer process: one process holds at most

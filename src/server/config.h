@@ -1,4 +1,4 @@
-// Daemon configuration: defaults (the pilot's constants), then the TOML file, then flags.
+// Daemon configuration: defaults, then the TOML file, then flags.
 // docs/configuration.md documents every key; keep the two in step.
 #pragma once
 

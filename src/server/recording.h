@@ -29,8 +29,8 @@
 // page cache without waiting for the disk (there is no fsync). The volume is bounded by
 // max_bytes per session, by max_total_bytes for the directory (the sizes of its recordings,
 // counted at start and kept up to date), and by keep_free_percent of the file system, checked
-// every kFreeCheckBytes written: 16 sessions printing zeros used to fill a file system in 10
-// seconds, reserved blocks included. Past either, recordings stop as at max_bytes (a marker,
+// every kFreeCheckBytes written, since a few sessions printing at full speed can fill a file
+// system within seconds, reserved blocks included. Past either, recordings stop as at max_bytes (a marker,
 // then no more), and new sessions run unrecorded, logged; no recording is deleted to make
 // room, since what the agent did earlier is what a recording is kept for. A write that fails (ENOSPC, EIO, ...) stops that recording, logged,
 // with the file cut back to its last whole line; it never affects the session.

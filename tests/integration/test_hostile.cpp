@@ -162,7 +162,7 @@ TEST_P(HostileStart, GetsTheRightErrorAndTheConnectionEnds) {
 INSTANTIATE_TEST_SUITE_P(Cases, HostileStart, ::testing::ValuesIn(kAllHostile),
                          [](const auto& p) { return name_of(p.param); });
 
-// Flaw 2 of the pilot: thousands of hostile attempts, and the daemon's descriptor count is
+// Descriptor hostility: thousands of hostile attempts, and the daemon's descriptor count is
 // exactly what it was before them. Afterwards the agent still gets its session.
 TEST_F(EndToEnd, HostileAttemptsLeakNoDescriptor) {
     DaemonProcess* d = start_daemon(permissive(config()));

@@ -626,7 +626,7 @@ TEST_F(Screen, KilledInAFloodLosesNothing) {
 }
 
 // The attack: output that costs the emulator far longer than the reply timeout (each
-// insert-line on a 1000x1000 screen moves a million cells), which used to stop every
+// insert-line on a 1000x1000 screen moves a million cells). Left alone it would stop every
 // session's screen, and again at each restart, since each restart replays the log. The
 // worker is killed twice while on that session's output; then that session's screen is
 // turned off, and the other sessions' screens come back.
@@ -721,9 +721,10 @@ class ScreenBehind : public Screen {
     }
 };
 
-// The attack: RESIZE frames as fast as a socket takes them. Each used to wait for the worker
-// in the daemon's memory, about 90 bytes apiece: 3 million resizes grew the daemon by 270 MB,
-// without bound. A Resize that follows another with no output between replaces it.
+// The attack: RESIZE frames as fast as a socket takes them, while the worker is stopped. Kept
+// one by one for the worker, they would grow the daemon without bound (about 90 bytes
+// apiece); a Resize that follows another with no output between replaces it, so the daemon
+// stays within a bound.
 TEST_F(ScreenBehind, AResizeFloodDoesNotGrowTheDaemon) {
     const std::string id = start_detached({"sh", "-c", "echo resize-me; exec sleep 120"});
     ASSERT_FALSE(id.empty());
@@ -756,7 +757,7 @@ TEST_F(ScreenBehind, AResizeFloodDoesNotGrowTheDaemon) {
     ASSERT_EQ(detached.kind, Incoming::Kind::Frame) << detached.describe();
     ASSERT_EQ(detached.frame.type, FrameType::Detached) << detached.frame.text();
     const long grown_kib = daemon()->rss_kib() - before_kib;
-    // With each resize kept, 1 million grew it by 94 MB. What remains is the allocator's
+    // Kept one by one, a million resizes would take some 90 MB. What remains is the allocator's
     // churn, which levels off: ASan's (its 16 MB quarantine, its shadow) at about 35 MB.
 #if defined(__SANITIZE_ADDRESS__)
     const long bound_kib = 64 * 1024;

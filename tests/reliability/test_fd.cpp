@@ -1,4 +1,4 @@
-// Scenario 2, fd hostility (the pilot's flaw 2).
+// Scenario 2, fd hostility: no descriptor a client sends may leak into the daemon.
 //
 // START with 0, 2, 3 and 253 descriptors; descriptors of every kind (socket, pipe, regular
 // file, /dev/null, eventfd, memfd, pidfd, a terminal, an O_PATH regular file, a directory

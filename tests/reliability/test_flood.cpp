@@ -1,4 +1,4 @@
-// Scenario 1, flood fairness (the pilot's flaw 1).
+// Scenario 1, flood fairness: hostile processes of the agent's account cannot lock it out.
 //
 // Hostile processes of the agent's own account flood the socket (holding connections,
 // slowloris, garbage, connect-close loops, failing authentication) while the allowed agent,

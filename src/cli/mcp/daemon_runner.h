@@ -1,6 +1,7 @@
 // DaemonRunner: runs MCP tool calls against ptyvisord, each on its own connection, all in
 // the caller's poll loop (collect() and dispatch()): nothing here blocks, so a long
-// terminal_wait never holds up another call or a ping.
+// terminal_wait never holds up another call or a ping. What each tool asks and answers is
+// its ToolDefinition's (tool_definition.h); this moves the calls along.
 //
 // Invariants:
 //   - A call ends exactly once: with a result through the `complete` callback, or silently
@@ -22,7 +23,7 @@
 #include <vector>
 
 #include "cli/mcp/mcp_session.h"
-#include "cli/mcp/terminal_text.h"
+#include "cli/mcp/tool_call.h"
 #include "cli/mcp/tools.h"
 
 namespace ptyvisor::cli::mcp {
@@ -49,26 +50,15 @@ class DaemonRunner final : public ToolRunner {
     void limit_deadlines(std::chrono::milliseconds grace);
 
   private:
-    struct Call;
-    struct Cursor {
-        std::uint64_t offset = 0;
-        ParseState state = ParseState::Ground;
-        std::uint64_t last_used = 0;
-    };
-
     void start_call(std::uint64_t call, const ToolArgs& args);
-    void service(Call& call, short revents);
+    void service(ToolCall& call, short revents);
     void finish(std::uint64_t call, const ToolResult& result);
-    ToolResult result_of(Call& call);
-    ToolResult read_result(Call& call);
-    static ToolResult screen_result(const Call& call);
-    void remember_cursor(const std::string& id, std::uint64_t offset, ParseState state);
+    static ToolResult result_of(ToolCall& call);
 
     std::string socket_path_;
     Complete complete_;
-    std::map<std::uint64_t, std::unique_ptr<Call>> calls_;
-    std::map<std::string, Cursor> cursors_;
-    std::uint64_t cursor_clock_ = 0;
+    std::map<std::uint64_t, std::unique_ptr<ToolCall>> calls_;
+    ReadCursors cursors_;
     bool closing_ = false;  // limit_deadlines() was called
 };
 

@@ -1,7 +1,8 @@
-// The MCP tools of `ptyvisor mcp`: their definitions (name, description for a model, input
-// and output JSON schemas) and the validation of a call's arguments into typed requests.
-// Pure: no I/O, unit-tested (tools_test.cpp). A bad argument is false with `why`, a sentence
-// that names the argument, for the model to correct its call.
+// The MCP tools of `ptyvisor mcp` as the MCP session sees them: their definitions (name,
+// description for a model, input and output JSON schemas) and the validation of a call's
+// arguments into typed requests. Each tool is one ToolDefinition (tool_definition.h), its
+// pieces side by side. Pure: no I/O, unit-tested (tools_test.cpp). A bad argument is false
+// with `why`, a sentence that names the argument, for the model to correct its call.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,1 @@
+"""The ptyvisor benchmark suite (bench/bench.py runs it; docs/performance.md)."""

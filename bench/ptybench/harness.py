@@ -1,0 +1,624 @@
+"""The harness of the benchmark suite."""
+import json
+import os
+import pwd
+import select
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+from .common import ROOT, ACCOUNT, log, Failure
+
+
+SCREEN_WORKER = "ptyvisor-screen"
+
+
+def service_pids(pid):
+    """A daemon's PID and those of its screen workers (its children named ptyvisor-screen):
+    the daemon keeps every session's screen there, so its per-session memory and CPU are
+    counted with the daemon's. A worker restarted between two readings starts from zero:
+    a difference over that window undercounts."""
+    pids = [pid]
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return pids
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+        for child in children:
+            try:
+                with open(f"/proc/{child}/comm") as f:
+                    if f.read().strip() == SCREEN_WORKER[:15]:
+                        pids.append(child)
+            except OSError:
+                pass
+    return pids
+
+
+class Harness:
+    """The suite's machinery: processes run bounded and as the account, the private daemons,
+    the optional contenders (ssh, systemd-run), the measurement of a daemon's process, and
+    the recording of rows, failures and skips. The benchmarks are mixins over it."""
+
+    def __init__(self, args):
+        self.args = args
+        self.smoke = args.smoke
+        self.out = os.path.abspath(args.out)
+        self.build = os.path.abspath(args.build)
+        self.tmp = tempfile.mkdtemp(prefix="ptyvisor-bench-")
+        os.chmod(self.tmp, 0o755)
+        built = {
+            "ptyvisord": os.path.join(self.build, "src/server/ptyvisord"),
+            "ptyvisor": os.path.join(self.build, "src/cli/ptyvisor"),
+            "termbench": os.path.join(self.build, "bench/termbench"),
+            "micro": os.path.join(self.build, "bench/micro_protocol"),
+            "sessionbench": os.path.join(self.build, "bench/sessionbench"),
+            "screen": os.path.join(self.build, "src/server/ptyvisor-screen"),
+        }
+        # The account runs some of these, and a clone in /root (mode 0700) is out of its reach:
+        # the suite runs copies from its own 0755 directory (ptyvisor-screen beside ptyvisord,
+        # where the daemon looks for it).
+        bindir = os.path.join(self.tmp, "bin")
+        os.makedirs(bindir, mode=0o755)
+        os.chmod(bindir, 0o755)
+        self.bin = {}
+        for key, path in built.items():
+            copy = os.path.join(bindir, os.path.basename(path))
+            if os.path.exists(path):
+                shutil.copy2(path, copy)
+                os.chmod(copy, 0o755)
+            self.bin[key] = copy
+        pw = pwd.getpwnam(ACCOUNT)
+        self.uid, self.gid, self.home = pw.pw_uid, pw.pw_gid, pw.pw_dir
+        self.procs = []  # (Popen, how to stop it) of long-running helpers
+        self.daemon = None
+        self.socket = os.path.join(self.tmp, "ptyvisor.sock")
+        self.results = {}  # bench -> dict
+        self.rows = []  # flat rows for CSV
+        self.failures = []  # (bench, contender, reason)
+        self.skips = []  # (bench, contender, reason)
+        self.harness = None
+        self.sd_daemon = None  # ptyvisord --backend systemd in the harness (full runs only)
+        self.sd_socket = None
+        self.ssh = None
+        self.ssh_pid = None
+        self.cgroup = None
+        self.extra_cgroups = []  # of the fresh daemon that idle-sessions starts
+        # --baseline DIR: ptyvisord and ptyvisor of another commit, measured side by side with
+        # this build's as the contender "ptyvisor (baseline)" (fairness), on a daemon of its own.
+        self.baseline = None
+        if args.baseline:
+            self.baseline = {"ptyvisord": os.path.join(os.path.abspath(args.baseline), "ptyvisord"),
+                             "ptyvisor": os.path.join(os.path.abspath(args.baseline), "ptyvisor")}
+        self.baseline_socket = os.path.join(self.tmp, "ptyvisor-baseline.sock")
+        self.run_record = None  # begin_run() .. end_run(): times, commit, load average
+
+    def account_env(self):
+        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "TERM": "xterm",
+                "LANG": "C", "USER": ACCOUNT, "LOGNAME": ACCOUNT, "SHELL": "/bin/sh"}
+
+    def as_account(self, argv):
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"] + argv
+
+    def run(self, argv, timeout, account=False, check=True, stdout=subprocess.PIPE, env=None, input=None):
+        """Runs argv to completion (bounded); returns (seconds, CompletedProcess). `input`
+        (bytes) is its stdin, else /dev/null."""
+        if account:
+            argv = self.as_account(argv)
+            env = env or self.account_env()
+        t0 = time.perf_counter()
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+        try:
+            p = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE,
+                               timeout=timeout, cwd=self.tmp, env=env, start_new_session=True, **stdin)
+        except subprocess.TimeoutExpired as e:
+            raise Failure(f"timed out after {timeout}s: {' '.join(argv)}") from e
+        secs = time.perf_counter() - t0
+        if check and p.returncode != 0:
+            err = (p.stderr or b"").decode(errors="replace").strip()[-400:]
+            raise Failure(f"exit {p.returncode}: {' '.join(argv[-6:])}: {err}")
+        return secs, p
+
+    def run_counted(self, argv, timeout, account=False, env=None):
+        """Runs argv to completion (bounded) with its stdout on a pipe that this process drains
+        and counts; returns (seconds, bytes read from its stdout). The count is what lets the
+        throughput benchmark reject a run that relayed less (or more) than the command wrote."""
+        if account:
+            argv = self.as_account(argv)
+            env = env or self.account_env()
+        err = tempfile.TemporaryFile()
+        t0 = time.perf_counter()
+        deadline = t0 + timeout
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                             cwd=self.tmp, env=env, start_new_session=True)
+        count = 0
+        try:
+            fd = p.stdout.fileno()
+            while True:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(argv, timeout)
+                if not select.select([fd], [], [], left)[0]:
+                    continue
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                count += len(chunk)
+            p.wait(timeout=max(0.1, deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired as e:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            raise Failure(f"timed out after {timeout}s: {' '.join(argv)}") from e
+        finally:
+            p.stdout.close()
+        secs = time.perf_counter() - t0
+        if p.returncode != 0:
+            err.seek(0)
+            raise Failure(f"exit {p.returncode}: {' '.join(argv[-6:])}: {err.read().decode(errors='replace').strip()[-400:]}")
+        return secs, count
+
+    def termbench(self, mode, via, cmd, timeout=120, sock=None, **opts):
+        argv = [self.bin["termbench"], mode, "--via", via, "--timeout", str(timeout)]
+        if via == "ptyvisor":
+            argv += ["--socket", sock or self.socket]
+        for k, v in opts.items():
+            argv += [f"--{k}", str(v)]
+        argv += ["--"] + cmd
+        _, p = self.run(argv, timeout + 10, account=(via == "ptyvisor"))
+        return json.loads(p.stdout.decode().strip().splitlines()[-1])
+
+    def sessionbench(self, mode, args, timeout=120, input=None, sock=None):
+        """bench/sessionbench MODE as the account; returns (its JSON, the command as a person
+        would type it, with the socket as $SOCKET)."""
+        tail = ["--timeout", str(timeout)] + [str(a) for a in args]
+        argv = [self.bin["sessionbench"], mode, "--socket", sock or self.socket] + tail
+        shown = " ".join([os.path.relpath(self.bin["sessionbench"], ROOT), mode, "--socket", "$SOCKET"] +
+                         [shlex.quote(a) for a in tail])
+        _, p = self.run(argv, timeout + 10, account=True, input=input)
+        return json.loads(p.stdout.decode().strip().splitlines()[-1]), shown
+
+    def stop_all(self):
+        for p, how in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    how(p)
+                    p.wait(timeout=10)
+                except Exception:  # noqa: BLE001 - last resort below
+                    p.kill()
+                    p.wait()
+        self.procs.clear()
+        if self.ssh_pid:
+            try:
+                os.kill(self.ssh_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        self.remove_cgroup()
+        for cg in self.extra_cgroups:
+            self.remove_cgroup(cg)
+        if self.harness:
+            subprocess.run([os.path.join(ROOT, "tests/harness/down.sh"), self.harness["dir"]],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def start_daemon(self):
+        self.daemon, self.cgroup = self.launch_daemon("", self.socket)
+
+    def launch_daemon(self, tag, sock, binary=None):
+        """A private ptyvisord (direct backend) on `sock`, in a cgroup of its own; returns
+        (Popen, cgroup path or None) once it has sent READY=1. `tag` keeps the files of a
+        second daemon apart from the first's."""
+        cfg = os.path.join(self.tmp, f"ptyvisord{tag}.toml")
+        with open(cfg, "w") as f:
+            f.write(f'user = "{ACCOUNT}"\nsocket = "{sock}"\nbackend = "direct"\n'
+                    f'state_directory = "{self.tmp}/state{tag}"\n[limits]\nadmissions_per_minute = 1000000\n'
+                    'max_sessions = 2000\nmax_unauthenticated = 2000\n')
+        notify_path = os.path.join(self.tmp, f"notify{tag}")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(notify_path)
+        notify.settimeout(15)
+        env = dict(os.environ, NOTIFY_SOCKET=notify_path)
+        daemon_log = open(os.path.join(self.out, f"ptyvisord{tag}.log"), "w")
+        # The direct backend keeps its sessions in <its own cgroup>/ptyvisor.sessions and, at
+        # start-up, kills every cgroup it finds there. Any other ptyvisord started from the same
+        # cgroup (a test suite on this machine) would kill our sessions: give ours a cgroup of
+        # its own.
+        cgroup = self.private_cgroup(tag)
+        procs = os.path.join(cgroup, "cgroup.procs") if cgroup else None
+        # The daemon as shipped keeps every session's screen in ptyvisor-screen, which it looks
+        # for beside itself; without it the daemon runs screenless and would look cheaper than
+        # it is. A baseline older than the screen has none, and says so in the log.
+        worker = os.path.join(os.path.dirname(binary or self.bin["ptyvisord"]), "ptyvisor-screen")
+        if not os.access(worker, os.X_OK):
+            if not tag:
+                raise Failure(f"{worker} is missing: the daemon would run without its screen worker")
+            log(f"ptyvisord{tag}: no ptyvisor-screen beside it; it runs without a screen worker")
+
+        def enter_cgroup():
+            if procs:
+                with open(procs, "w") as f:
+                    f.write("0")
+        # A session of its own, as systemd gives every service: the daemon is then not in this
+        # script's scheduler autogroup, and what it does to its own priority is its alone.
+        p = subprocess.Popen([binary or self.bin["ptyvisord"], "--config", cfg], stdin=subprocess.DEVNULL,
+                             stdout=daemon_log, stderr=daemon_log, env=env, cwd=self.tmp,
+                             preexec_fn=enter_cgroup, start_new_session=True)
+        self.procs.append((p, lambda q: q.send_signal(signal.SIGTERM)))
+        try:
+            while True:
+                msg = notify.recv(4096).decode()
+                if "READY=1" in msg.split("\n"):
+                    break
+        except socket.timeout as e:
+            raise Failure("ptyvisord did not send READY=1 within 15 s") from e
+        finally:
+            notify.close()
+        log(f"ptyvisord{tag} ready, pid {p.pid}")
+        return p, cgroup
+
+    def private_cgroup(self, tag=""):
+        for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+            if os.path.exists(os.path.join(mount, "cgroup.procs")) and \
+                    subprocess.run(["stat", "-fc", "%T", mount], capture_output=True, text=True).stdout.strip() == "cgroup2fs":
+                break
+        else:
+            log("no cgroup2 hierarchy: ptyvisord shares its session cgroup root")
+            return None
+        with open("/proc/self/cgroup") as f:
+            own = next((line.strip()[3:] for line in f if line.startswith("0::")), "/")
+        path = os.path.join(mount + own, f"ptyvisor-bench-{os.getpid()}{tag}")
+        try:
+            os.mkdir(path)
+        except OSError as e:
+            log(f"cannot create {path} ({e}): ptyvisord shares its session cgroup root")
+            return None
+        return path
+
+    def remove_cgroup(self, cgroup=None):
+        cgroup = cgroup or self.cgroup
+        if not cgroup:
+            return
+        for _ in range(50):
+            try:
+                sessions = os.path.join(cgroup, "ptyvisor.sessions")
+                if os.path.isdir(sessions):
+                    for child in os.listdir(sessions):
+                        if os.path.isdir(os.path.join(sessions, child)):
+                            os.rmdir(os.path.join(sessions, child))
+                    os.rmdir(sessions)
+                os.rmdir(cgroup)
+                return
+            except OSError:
+                time.sleep(0.1)
+        log(f"could not remove {cgroup}")
+
+    def proc_stat(self):
+        """The main daemon's service, ptyvisord and its screen worker together (service_pids):
+        cpu seconds, voluntary+involuntary context switches, schedstat runs, rss and pss KiB
+        (summed; `screen_rss_kib` is the worker's part), and the daemon's own descriptors."""
+        pid = self.daemon.pid
+        tick = os.sysconf("SC_CLK_TCK")
+        cpu = switches = runs = rss = pss = screen_rss = 0
+        for p in service_pids(pid):
+            try:
+                for tid in os.listdir(f"/proc/{p}/task"):
+                    with open(f"/proc/{p}/task/{tid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    cpu += (int(fields[11]) + int(fields[12])) / tick
+                    with open(f"/proc/{p}/task/{tid}/status") as f:
+                        for line in f:
+                            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                                switches += int(line.split()[1])
+                    with open(f"/proc/{p}/task/{tid}/schedstat") as f:
+                        runs += int(f.read().split()[2])
+                with open(f"/proc/{p}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            rss += int(line.split()[1])
+                            screen_rss += int(line.split()[1]) if p != pid else 0
+                with open(f"/proc/{p}/smaps_rollup") as f:
+                    for line in f:
+                        if line.startswith("Pss:"):
+                            pss += int(line.split()[1])
+            except OSError:
+                if p == pid:
+                    raise
+                # A screen worker that ended meanwhile: the daemon starts another.
+        # Descriptors are the daemon's alone: wait_daemon_quiet() waits for its sessions'.
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        return {"cpu": cpu, "switches": switches, "runs": runs, "rss_kib": rss, "pss_kib": pss,
+                "screen_rss_kib": screen_rss, "fds": fds}
+
+    def wait_daemon_quiet(self, fds, timeout=60):
+        """Waits until the daemon's descriptor count is back to `fds` (sessions cleaned up)."""
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            if self.proc_stat()["fds"] <= fds:
+                return
+            time.sleep(0.1)
+        raise Failure(f"ptyvisord still holds {self.proc_stat()['fds']} descriptors (baseline {fds})")
+
+    def setup_ssh(self):
+        if not shutil.which("sshd") and not os.path.exists("/usr/sbin/sshd"):
+            if self.smoke:
+                return "openssh-server is not installed (--smoke installs nothing)"
+            log("installing openssh-server")
+            r = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "openssh-server"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300,
+                               env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+            if r.returncode != 0:
+                return "apt-get install openssh-server failed: " + r.stderr.decode()[-200:]
+        d = os.path.join(self.tmp, "ssh")
+        os.makedirs(d)
+        os.chmod(d, 0o755)
+        for k in ("host_key", "user_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(d, k)],
+                           check=True, timeout=30)
+        os.chown(os.path.join(d, "user_key"), self.uid, self.gid)
+        shutil.copy(os.path.join(d, "user_key.pub"), os.path.join(d, "authorized_keys"))
+        os.chmod(os.path.join(d, "authorized_keys"), 0o644)
+        os.makedirs("/run/sshd", exist_ok=True)
+        with socket.socket() as s:  # a free loopback port
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with open(os.path.join(d, "sshd_config"), "w") as f:
+            f.write(f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n"
+                    f"AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nUsePAM yes\n"
+                    "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                    f"PidFile {d}/sshd.pid\nAllowUsers {ACCOUNT}\nPrintMotd no\nPrintLastLog no\nUseDNS no\n")
+        r = subprocess.run(["/usr/sbin/sshd", "-f", f"{d}/sshd_config", "-E", f"{d}/sshd.log"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30)
+        if r.returncode != 0:
+            return "sshd did not start: " + r.stderr.decode()[-200:]
+        # The daemonised sshd writes its PID file after its parent has exited, so the file may
+        # be empty or partial at first: wait until the whole line is there.
+        pid_text = ""
+        deadline = time.monotonic() + 10
+        while not pid_text.endswith("\n") and time.monotonic() < deadline:
+            try:
+                with open(f"{d}/sshd.pid") as f:
+                    pid_text = f.read()
+            except FileNotFoundError:
+                pass
+            if not pid_text.endswith("\n"):
+                time.sleep(0.05)
+        if not pid_text.strip().isdigit():
+            subprocess.run(["pkill", "-f", f"{d}/sshd_config"], timeout=10)  # not left running
+            return f"sshd wrote no PID file within 10 s ({pid_text!r})"
+        self.ssh_pid = int(pid_text)
+        self.ssh = {"port": port, "key": f"{d}/user_key"}
+        try:
+            self.run(self.ssh_cmd("true"), 30, account=True)
+        except Failure as e:
+            self.ssh = None
+            return f"ssh to 127.0.0.1:{port} failed: {e}"
+        return None
+
+    def ssh_cmd(self, cmd):
+        return ["ssh", "-tt", "-F", "/dev/null", "-i", self.ssh["key"], "-o", "StrictHostKeyChecking=no",
+                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
+                "-p", str(self.ssh["port"]), f"{ACCOUNT}@127.0.0.1", cmd]
+
+    def setup_harness(self):
+        up = os.path.join(ROOT, "tests/harness/up.sh")
+        if not os.path.exists(up):
+            return "tests/harness/up.sh does not exist (systemd-run --pty needs a private systemd)"
+        d = os.path.join(self.tmp, "harness")
+        r = subprocess.run([up, d], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+        self.harness = {"dir": d}
+        if r.returncode != 0:
+            return "tests/harness/up.sh failed: " + r.stderr.decode()[-300:]
+        env = dict(os.environ)
+        with open(os.path.join(d, "env")) as f:
+            for line in f:
+                line = line.strip()
+                if "=" in line and not line.startswith("#"):
+                    k, v = line.split("=", 1)
+                    env[k] = v.strip('"')
+        self.harness["env"] = env
+        self.harness["exec"] = env["HARNESS_EXEC"].split()
+        try:
+            self.run(self.systemd_run_cmd("true"), 30, env=env)
+        except Failure as e:
+            return f"systemd-run --pty in the harness failed: {e}"
+        return None
+
+    def start_systemd_daemon(self):
+        """A second ptyvisord, systemd backend, inside the harness (full runs only). Its PIDs
+        and cgroups are the harness' own, so it and its clients run through HARNESS_EXEC."""
+        self.sd_socket = os.path.join(self.tmp, "ptyvisor-systemd.sock")
+        cfg = os.path.join(self.tmp, "ptyvisord-systemd.toml")
+        with open(cfg, "w") as f:
+            f.write(f'user = "{ACCOUNT}"\nsocket = "{self.sd_socket}"\nbackend = "systemd"\n'
+                    f'state_directory = "{self.tmp}/state-systemd"\n[limits]\nadmissions_per_minute = 1000000\n'
+                    'max_sessions = 2000\nmax_unauthenticated = 2000\n')
+        notify_path = os.path.join(self.tmp, "notify-systemd")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(notify_path)
+        notify.settimeout(15)
+        env = dict(self.harness["env"], NOTIFY_SOCKET=notify_path)
+        logf = open(os.path.join(self.out, "ptyvisord-systemd.log"), "w")
+        p = subprocess.Popen(self.harness["exec"] + [self.bin["ptyvisord"], "--config", cfg, "--backend", "systemd"],
+                             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env, cwd=self.tmp,
+                             start_new_session=True)
+
+        def stop(q):  # q is nsenter; it forked the daemon into the harness' pid namespace
+            try:
+                with open(f"/proc/{q.pid}/task/{q.pid}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                kids = []
+            for k in kids or [q.pid]:
+                os.kill(k, signal.SIGTERM)
+        self.procs.append((p, stop))
+        try:
+            while True:
+                msg = notify.recv(4096).decode()
+                if "READY=1" in msg.split("\n"):
+                    break
+        except socket.timeout:
+            logf.flush()
+            with open(logf.name) as f:
+                return "ptyvisord --backend systemd did not send READY=1 within 15 s: " + f.read()[-300:]
+        finally:
+            notify.close()
+        self.sd_daemon = p
+        log(f"ptyvisord (systemd backend) ready in the harness, nsenter pid {p.pid}")
+        return None
+
+    def termbench_systemd(self, cmd, count):
+        """termbench start against the systemd-backend daemon, as the account, in the harness."""
+        argv = self.harness["exec"] + self.as_account(
+            [self.bin["termbench"], "start", "--via", "ptyvisor", "--socket", self.sd_socket, "--timeout", "120",
+             "--count", str(count), "--warmup", "3", "--"] + cmd)
+        _, p = self.run(argv, 130, env=self.account_env())
+        return json.loads(p.stdout.decode().strip().splitlines()[-1])
+
+    def systemd_run_cmd(self, cmd):
+        return self.harness["exec"] + ["systemd-run", "--pty", "--quiet", "-p", f"User={ACCOUNT}",
+                                       "/bin/sh", "-c", cmd]
+
+    def begin_run(self):
+        """Records the start of the run: its time, the commit measured, the load average."""
+        def git(*a):
+            r = subprocess.run(["git", "-C", ROOT] + list(a), capture_output=True, text=True, timeout=10)
+            return r.stdout.strip() if r.returncode == 0 else ""
+        self.run_record = {"start": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "commit": git("rev-parse", "HEAD"),
+                           "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+                           "cpus": os.cpu_count(), "loadavg": {"start": os.getloadavg()}, "load_samples": []}
+        self.note_load("start")
+
+    def note_load(self, when):
+        """Samples the 1-minute load average (at the start, after each benchmark, at the end):
+        the machine was busy when one sample exceeds its core count."""
+        self.run_record["load_samples"].append({"when": when, "loadavg_1m": os.getloadavg()[0]})
+
+    def end_run(self):
+        r = self.run_record
+        self.note_load("end")
+        r["end"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        r["loadavg"]["end"] = os.getloadavg()
+        r["max_loadavg_1m"] = max(x["loadavg_1m"] for x in r["load_samples"])
+        r["busy"] = r["max_loadavg_1m"] > r["cpus"]
+        if r["busy"]:
+            log(f"the machine was busy: load average up to {r['max_loadavg_1m']:.2f} on {r['cpus']} cores")
+
+    def row(self, bench, case, contender, metric, value, unit, ratio=None):
+        self.rows.append({"bench": bench, "case": case, "contender": contender, "metric": metric,
+                          "value": value, "unit": unit, "ratio_vs_forkpty": ratio})
+
+    def fail(self, bench, contender, reason):
+        log(f"FAIL {bench}/{contender}: {reason}")
+        self.failures.append({"bench": bench, "contender": contender, "reason": str(reason)})
+
+    def skip(self, bench, contender, reason):
+        log(f"skip {bench}/{contender}: {reason}")
+        self.skips.append({"bench": bench, "contender": contender, "reason": str(reason)})
+
+    def rounds(self):
+        return self.args.rounds or (1 if self.smoke else 5)
+
+    def failed_contenders(self, bench):
+        return {f["contender"] for f in self.failures if f["bench"] == bench}
+
+    def start_baseline_daemon(self):
+        """The --baseline daemon, once, configured as this build's."""
+        if self.baseline.get("daemon"):
+            return
+        p, cg = self.launch_daemon("-baseline", self.baseline_socket, self.baseline["ptyvisord"])
+        self.baseline["daemon"] = p
+        if cg:
+            self.extra_cgroups.append(cg)
+
+    def daemon_memory(self, pid):
+        """A daemon's memory, ptyvisord and its screen worker together (service_pids), as the
+        kernel accounts it: VmRSS and its parts and VmPTE (page tables) from /proc/PID/status,
+        Pss from /proc/PID/smaps_rollup, summed over the two; `screen_VmRSS` is the worker's
+        part. The memfds (the output logs) of either, each counted once: how many, their size
+        and the bytes allocated to them (st_blocks * 512, through /proc/PID/fd, which needs
+        root). `fds` is the daemon's own descriptors. KiB, but `memfds` and `fds` (counts)."""
+        m = {k: 0 for k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE", "Pss", "Pss_Anon", "Pss_Shmem",
+                            "screen_VmRSS")}
+        memfds, fds = {}, 0
+        for p in service_pids(pid):
+            try:
+                with open(f"/proc/{p}/status") as f:
+                    for line in f:
+                        k = line.split(":")[0]
+                        if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE"):
+                            m[k] += int(line.split()[1])
+                            if k == "VmRSS" and p != pid:
+                                m["screen_VmRSS"] += int(line.split()[1])
+                with open(f"/proc/{p}/smaps_rollup") as f:
+                    for line in f:
+                        k = line.split(":")[0]
+                        if k in ("Pss", "Pss_Anon", "Pss_Shmem"):
+                            m[k] += int(line.split()[1])
+                for fd in os.listdir(f"/proc/{p}/fd"):
+                    fds += p == pid
+                    try:
+                        if not os.readlink(f"/proc/{p}/fd/{fd}").startswith("/memfd:"):
+                            continue
+                        st = os.stat(f"/proc/{p}/fd/{fd}")
+                    except OSError:  # closed meanwhile
+                        continue
+                    memfds[(st.st_dev, st.st_ino)] = st
+            except OSError:
+                if p == pid:
+                    raise
+                # A screen worker that ended meanwhile: the daemon starts another.
+        m.update({"memfds": len(memfds), "memfd_size": sum(st.st_size for st in memfds.values()) // 1024,
+                  "memfd_allocated": sum(st.st_blocks * 512 for st in memfds.values()) // 1024, "fds": fds})
+        return m
+
+    @staticmethod
+    def cpu_seconds(pid):
+        """User + system CPU seconds of a daemon and its screen worker, all their threads
+        (10 ms ticks)."""
+        total = 0.0
+        for p in service_pids(pid):
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                if p == pid:
+                    raise
+                continue  # a screen worker that ended meanwhile
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+    @staticmethod
+    def context_switches(pid):
+        """(voluntary, involuntary) context switches, summed over the threads of a daemon and
+        its screen worker."""
+        vol = inv = 0
+        for p in service_pids(pid):
+            try:
+                tids = os.listdir(f"/proc/{p}/task")
+            except OSError:  # a screen worker that ended meanwhile
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{p}/task/{tid}/status") as f:
+                        for line in f:
+                            if line.startswith("voluntary_ctxt_switches"):
+                                vol += int(line.split()[1])
+                            elif line.startswith("nonvoluntary_ctxt_switches"):
+                                inv += int(line.split()[1])
+                except OSError:  # a thread that ended meanwhile
+                    pass
+        return vol, inv
+
+    def wakeups(self, pid, window):
+        a = self.context_switches(pid)
+        time.sleep(window)
+        b = self.context_switches(pid)
+        return {"voluntary_per_s": (b[0] - a[0]) / window, "involuntary_per_s": (b[1] - a[1]) / window,
+                "voluntary": b[0] - a[0], "involuntary": b[1] - a[1], "window_s": window}

@@ -1,0 +1,61 @@
+// ToolCall: one MCP tool call in flight against ptyvisord: its arguments, its connection (the
+// only descriptor it holds), its deadline and what the daemon has said so far. The tool's
+// ToolDefinition (tool_definition.h) queues its request and makes its result; DaemonRunner
+// moves it along.
+//
+// ReadCursors: where the last terminal_read of each session stopped, and the escape-sequence
+// parser's state there. Bounded in number: the least recently used goes first.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "cli/mcp/terminal_text.h"
+#include "cli/mcp/tools.h"
+#include "client/client.h"
+
+namespace ptyvisor::cli::mcp {
+
+class ReadCursors {
+  public:
+    struct Cursor {
+        std::uint64_t offset = 0;
+        ParseState state = ParseState::Ground;
+    };
+    // How many sessions' cursors are kept.
+    static constexpr std::size_t kMaxCursors = 256;
+
+    [[nodiscard]] std::optional<Cursor> find(const std::string& id) const;
+    void remember(const std::string& id, std::uint64_t offset, ParseState state);
+
+  private:
+    struct Entry {
+        Cursor cursor;
+        std::uint64_t last_used = 0;
+    };
+    std::map<std::string, Entry> entries_;
+    std::uint64_t clock_ = 0;
+};
+
+struct ToolDefinition;
+
+struct ToolCall {
+    std::uint64_t key = 0;
+    const ToolDefinition* tool = nullptr;
+    ToolArgs args;
+    client::Connection connection;
+    std::chrono::steady_clock::time_point deadline;
+    client::Transcript said;
+    ReadCursors* cursors = nullptr;  // the runner's, outliving the call
+    std::uint64_t read_from = 0;     // terminal_read: the offset asked for
+    ParseState read_state = ParseState::Ground;
+
+    // Keeps what `event` says in `said` (its contents are moved there).
+    void record(client::Event& event);
+};
+
+}  // namespace ptyvisor::cli::mcp
