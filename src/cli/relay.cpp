@@ -99,12 +99,14 @@ private:
             r = sd_event_add_io(loop_.get(), &s, STDIN_FILENO, EPOLLIN, &Relay::on_stdin_io, this);
             if (r == -EPERM) r = sd_event_add_defer(loop_.get(), &s, &Relay::on_stdin_defer, this);
             if (r < 0) return failed(r, "watch stdin"), r;
+            (void)sd_event_source_set_description(s, "stdin");
             stdin_source_.reset(s);
         }
 
         r = sd_event_add_io(loop_.get(), &s, STDOUT_FILENO, EPOLLOUT, &Relay::on_stdout, this);
         if (r != -EPERM) {  // else: a file, where writes never wait
             if (r < 0) return failed(r, "watch stdout"), r;
+            (void)sd_event_source_set_description(s, "stdout");
             stdout_source_.reset(s);
         }
 
@@ -113,6 +115,7 @@ private:
         for (int sig : signals) {
             r = sd_event_add_signal(loop_.get(), &s, sig, &Relay::on_signal, this);
             if (r < 0) return failed(r, std::string("watch SIG") + sigabbrev_np(sig)), r;
+            (void)sd_event_source_set_description(s, (std::string("SIG") + sigabbrev_np(sig)).c_str());
             signal_sources_.emplace_back(s);
         }
         return 0;
@@ -231,7 +234,9 @@ private:
     int watch_socket() {
         sd_event_source* s = nullptr;
         const int r = sd_event_add_io(loop_.get(), &s, connection_->fd(), EPOLLIN, &Relay::on_socket, this);
-        if (r >= 0) socket_source_.reset(s);
+        if (r < 0) return r;
+        (void)sd_event_source_set_description(s, "daemon socket");
+        socket_source_.reset(s);
         return r;
     }
 
@@ -257,6 +262,7 @@ private:
             },
             this);
         if (r < 0) return finish_now(kFailure, client::errno_message("ptyvisor: cannot wait to re-attach", r));
+        (void)sd_event_source_set_description(s, "re-attach timer");
         reattach_timer_.reset(s);
     }
 

@@ -130,6 +130,7 @@ int Server::add_signal(EventSource& out, int signal, sd_event_signal_handler_t h
         return log_error_errno(r, std::string("cannot install the SIG") + sigabbrev_np(signal) +
                                       " handler; refusing to run without it");
     }
+    (void)sd_event_source_set_description(s, (std::string("SIG") + sigabbrev_np(signal)).c_str());
     out.reset(s);
     return 0;
 }
