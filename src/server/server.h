@@ -135,7 +135,7 @@ private:
     // Outlives the sessions, whose recorders tell it when they close.
     Recordings recordings_;
     // Outlives the sessions, which tell it when they go.
-    ScreenBroker screens_{*this};
+    ScreenBroker screens_{event_, screen_broker_options(config_.screen), [this] { return shutting_down_; }};
     // Sessions outlive connections; the connections, declared after, go first.
     SessionRegistry sessions_{*this};
     std::map<Connection*, std::unique_ptr<Connection>> connections_;
