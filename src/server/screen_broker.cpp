@@ -1,39 +1,24 @@
 #include "server/screen_broker.h"
 
 #include <fcntl.h>
-#include <limits.h>
-#include <spawn.h>
 #include <sys/epoll.h>
-#include <sys/pidfd.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
-#include <cstring>
-#include <filesystem>
+#include <utility>
 
 #include "common/log.h"
 #include "protocol/fd_passing.h"
 #include "screen/worker_protocol.h"
-#include "server/screen_identity.h"
-#include "server/server.h"
-#include "server/session.h"
-
-extern char** environ;
+#include "server/config.h"
 
 namespace ptyvisor::server {
 
 using screen::MessageType;
 
 namespace {
-
-constexpr int kWorkerSocket = 3;  // the worker's end, in the worker
-constexpr std::uint64_t kStableUsec = 30'000'000;  // a worker this old resets the backoff
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
@@ -100,21 +85,6 @@ bool read_osc_answer(std::string_view s, std::size_t& i) {  // OSC 4;N / 10 / 11
     return false;
 }
 
-std::string helper_path() {
-    // Beside the daemon first (a build tree), then where an install under the daemon's own
-    // prefix puts it (PREFIX/sbin/ptyvisord, PREFIX/libexec/ptyvisor/ptyvisor-screen: the
-    // package installs under /usr whatever prefix the build was configured with), then the
-    // libexec directory of the build's prefix.
-    std::error_code ec;
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        const auto dir = self.parent_path();
-        for (const auto& candidate : {dir / "ptyvisor-screen", dir.parent_path() / "libexec/ptyvisor/ptyvisor-screen"})
-            if (std::filesystem::exists(candidate, ec)) return candidate;
-    }
-    return PTYVISOR_LIBEXECDIR "/ptyvisor/ptyvisor-screen";
-}
-
 }  // namespace
 
 bool is_terminal_answer(std::string_view s) {
@@ -125,98 +95,74 @@ bool is_terminal_answer(std::string_view s) {
     return true;
 }
 
-ScreenBroker::~ScreenBroker() {
-    socket_source_.reset();
-    pidfd_source_.reset();
-    if (pidfd_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);  // SIGKILLed: gone at once
+ScreenBroker::Options screen_broker_options(const ScreenSettings& settings) {
+    ScreenBroker::Options options;
+    options.enabled = settings.enabled;
+    options.user = settings.user;
+    options.reply_timeout_usec = to_usec(settings.reply_timeout);
+    return options;
 }
+
+ScreenBroker::ScreenBroker(sd_event* event, Options options, std::function<bool()> shutting_down)
+    : event_(event),
+      options_(std::move(options)),
+      worker_(event, {options_.worker_path, options_.user, options_.reply_timeout_usec},
+              {[this](UniqueFd socket) { worker_started(std::move(socket)); },
+               [this](bool blame) { worker_gone(blame); },
+               [this] {
+                   const Tracked* t = work_in_hand();
+                   return t ? t->unanswered_cpu_usec : 0;
+               },
+               [this](std::uint64_t spent_usec) {
+                   if (Tracked* t = work_in_hand()) t->unanswered_cpu_usec = spent_usec;
+               },
+               std::move(shutting_down)}),
+      // The bulk sessions' Advances that waited for more output: whatever has come is due now.
+      batch_(event, kBulkAdvanceBytes, kBulkAdvanceDelayUsec, [this] {
+          for (auto& [session, t] : tracked_) send_advance(t, Batch::Never);
+      }) {}
 
 // ---- The worker process ------------------------------------------------------------------
 
 void ScreenBroker::start() {
-    if (!server_.config().screen.enabled) return;
-    std::string why;
-    if (!spawn(why)) {
-        log_error("cannot start the screen worker", {{"ERROR", why}});
-        schedule_restart();
-        return;
+    if (options_.enabled) worker_.start();
+}
+
+void ScreenBroker::worker_started(UniqueFd socket) {
+    socket_ = std::move(socket);
+    const int r = add_io(event_, socket_source_, socket_.get(), EPOLLIN,
+                         [this](std::uint32_t revents) { on_socket(revents); });
+    if (r < 0) {
+        log_error_errno(r, "cannot watch the screen worker's socket");
+        return worker_.kill("cannot watch it");
     }
     for (auto& [session, t] : tracked_) open_in_worker(t);
 }
 
-bool ScreenBroker::spawn(std::string& why) {
-    int pair[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) < 0)
-        return why = std::string("socketpair: ") + std::strerror(errno), false;
-    UniqueFd ours(pair[0]), theirs(pair[1]);
-    // The worker's end is blocking: it waits in recvmsg for work.
-    ::fcntl(theirs.get(), F_SETFL, 0);
-    if (theirs.get() == kWorkerSocket) theirs.reset(::fcntl(pair[1], F_DUPFD_CLOEXEC, 10));
-    const std::string path = helper_path();
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_adddup2(&actions, theirs.get(), kWorkerSocket);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    // An account the administrator chose, or a uid of the worker's own (screen_identity.h),
-    // picked once: /proc is read then, not at every restart.
-    const std::string& account = server_.config().screen.user;
-    if (account.empty() && !worker_uid_) {
-        uid_t uid = 0;
-        if (!pick_screen_uid(system_uid_probe(), uid, why)) return false;
-        worker_uid_ = uid;
-        log_info("the screen worker runs as a uid of its own", {{"WORKER_UID", std::to_string(uid)}});
-    }
-    const std::string uid_text = worker_uid_ ? std::to_string(*worker_uid_) : std::string();
-    const char* argv[] = {path.c_str(), account.empty() ? "--uid" : "--user",
-                          account.empty() ? uid_text.c_str() : account.c_str(), nullptr};
-    pid_t pid = 0;
-    const int e = ::posix_spawn(&pid, path.c_str(), &actions, &attr, const_cast<char**>(argv), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (e != 0) return why = path + ": " + std::strerror(e), false;
-    pid_ = pid;
-    pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-    socket_ = std::move(ours);
-    ++starts_;
-    started_usec_ = now_usec(server_.event());
-    int r = add_io(server_.event(), socket_source_, socket_.get(), EPOLLIN,
-                   [this](std::uint32_t revents) { on_socket(revents); });
-    if (r >= 0 && pidfd_)
-        r = add_io(server_.event(), pidfd_source_, pidfd_.get(), EPOLLIN, [this](std::uint32_t) { on_worker_exit(); });
-    if (r < 0 || !pidfd_) {
-        kill_worker("cannot watch it");
-        return why = "cannot watch the worker", false;
-    }
-    log_info("screen worker started", {{"WORKER_PID", std::to_string(pid)}});
-    return true;
+void ScreenBroker::worker_gone(bool blame) {
+    socket_source_.reset();
+    socket_.reset();
+    outgoing_.clear();
+    backlog_bytes_ = backlog_fds_ = 0;
+    incoming_.clear();
+    owed_ = 0;
+    if (blame && !work_.empty()) strike(work_.front().number);
+    work_.clear();
+    for (auto& [session, t] : tracked_) t.advance_in_flight = false;
+    gone_advances_.clear();
+    gone_tickets_.clear();
+    fail_pending("the screen worker stopped; try again");
 }
 
-void ScreenBroker::kill_worker(const char* why, bool blame) {
-    if (!pid_) return;
-    log_warning("killing the screen worker", {{"WORKER_PID", std::to_string(pid_)}, {"REASON", why}});
-    if (!pidfd_) ::kill(pid_, SIGKILL);
-    worker_gone(blame);
-}
+// The session whose output the worker is on: the oldest work it has not finished (it works
+// in order).
+ScreenBroker::Tracked* ScreenBroker::work_in_hand() { return work_.empty() ? nullptr : find(work_.front().number); }
 
-void ScreenBroker::on_worker_exit() {
-    log_warning("the screen worker exited", {{"WORKER_PID", std::to_string(pid_)}});
-    worker_gone(true);
-}
-
-// The worker crashed or ran out of time while on this session's output (the oldest work it
-// had not finished: it works in order).
+// The worker crashed or ran out of time while on this session's output.
 void ScreenBroker::strike(std::uint32_t number) {
     Tracked* t = find(number);
     if (!t) return;
-    Session& session = *t->session;
+    ScreenSubject& session = *t->session;
     t->unanswered_cpu_usec = 0;  // the next attempt has a whole timeout of its own
     if (++t->strikes < kMaxStrikes) {
         log_warning("the screen worker failed on a session's output", {{"UNIT", session.unit()}});
@@ -228,51 +174,6 @@ void ScreenBroker::strike(std::uint32_t number) {
     screenless_.insert(&session);
 }
 
-std::uint64_t ScreenBroker::reply_timeout_usec() const {
-    return static_cast<std::uint64_t>(server_.config().screen.reply_timeout.count() * 1e6);
-}
-
-void ScreenBroker::worker_gone(bool blame) {
-    // Killed whatever brought us here: a worker that only closed its socket must not be
-    // waited for.
-    if (pidfd_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-    socket_source_.reset();
-    pidfd_source_.reset();
-    socket_.reset();
-    deadline_timer_.reset();
-    outgoing_.clear();
-    backlog_bytes_ = backlog_fds_ = 0;
-    incoming_.clear();
-    owed_ = 0;
-    if (blame && !work_.empty()) strike(work_.front().number);
-    work_.clear();
-    if (pid_ > 0) {
-        // Killed or exited: reaped now if it is gone, else by the next start's check. A
-        // SIGKILLed process is gone within the scheduler's next tick.
-        siginfo_t info{};
-        if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WEXITED) < 0 && errno == EINVAL)
-            ::waitpid(pid_, nullptr, 0);
-    }
-    pidfd_.reset();
-    pid_ = 0;
-    for (auto& [session, t] : tracked_) t.advance_in_flight = false;
-    gone_advances_.clear();
-    gone_tickets_.clear();
-    fail_pending("the screen worker stopped; try again");
-    const auto lived = now_usec(server_.event()) - started_usec_;
-    backoff_usec_ = lived >= kStableUsec ? kFirstBackoffUsec : std::min(backoff_usec_ * 2, kMaxBackoffUsec);
-    schedule_restart();
-}
-
-void ScreenBroker::schedule_restart() {
-    if (server_.shutting_down()) return;
-    const int r = rearm_timer(server_.event(), restart_timer_, backoff_usec_, [this] {
-        restart_timer_.reset();
-        if (!pid_) start();
-    });
-    if (r < 0) log_error_errno(r, "cannot arm the screen worker's restart");
-}
-
 // ---- To the worker -----------------------------------------------------------------------
 
 void ScreenBroker::queue(std::vector<std::uint8_t> bytes, UniqueFd fd, std::uint32_t resize_of,
@@ -282,7 +183,7 @@ void ScreenBroker::queue(std::vector<std::uint8_t> bytes, UniqueFd fd, std::uint
     if (fd) ++backlog_fds_;
     outgoing_.push_back({std::move(bytes), std::move(fd), 0, resize_of, resize_at});
     flush();
-    if (backlog_bytes_ > kMaxBacklogBytes || backlog_fds_ > kMaxBacklogFds) kill_worker("it is too far behind");
+    if (backlog_bytes_ > kMaxBacklogBytes || backlog_fds_ > kMaxBacklogFds) worker_.kill("it is too far behind");
 }
 
 void ScreenBroker::flush() {
@@ -292,7 +193,7 @@ void ScreenBroker::flush() {
         const long n = protocol::send_once(socket_.get(), rest, m.sent == 0 ? m.fd.get() : -1, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) break;
-        if (n <= 0) return kill_worker("cannot write to it");
+        if (n <= 0) return worker_.kill("cannot write to it");
         m.sent += static_cast<std::size_t>(n);
         backlog_bytes_ -= static_cast<std::size_t>(n);
         if (m.fd) --backlog_fds_;
@@ -304,7 +205,7 @@ void ScreenBroker::flush() {
 
 void ScreenBroker::open_in_worker(Tracked& t) {
     if (!socket_) return;
-    const Session& s = *t.session;
+    const ScreenSubject& s = *t.session;
     const OutputLog& log = s.log();
     // Read-only: a new open file description of the memfd, which the worker can map only
     // PROT_READ. It cannot write the log, nor grow or shrink it (sealed).
@@ -333,18 +234,7 @@ void ScreenBroker::send_advance(Tracked& t, Batch batch) {
     if (!socket_ || t.advance_in_flight) return;
     const std::uint64_t end = t.session->log().end();
     if (end == t.notified_end) return;
-    if (batch == Batch::Allowed && t.session->bulk() && end - t.notified_end < kBulkAdvanceBytes) {
-        if (!batch_timer_) {
-            const int r = rearm_timer(server_.event(), batch_timer_, kBulkAdvanceDelayUsec, [this] { on_batch_timer(); });
-            if (r >= 0) {
-                sd_event_source_set_priority(batch_timer_.get(), Session::kBulkEventPriority);  // behind keystrokes
-                return;
-            }
-            log_error_errno(r, "cannot arm the screen's batch timer");  // then no batching
-        } else {
-            return;
-        }
-    }
+    if (batch == Batch::Allowed && t.session->bulk() && batch_.wait(end - t.notified_end)) return;
     t.notified_end = end;
     t.advance_in_flight = true;
     // Owed before it is queued: queue() may find the worker gone, which forgets what is owed.
@@ -353,27 +243,21 @@ void ScreenBroker::send_advance(Tracked& t, Batch batch) {
     queue(screen::Writer(MessageType::Advance).put(t.number).put(end).finish());
 }
 
-// The bulk sessions' Advances that waited for more output: whatever has come is due now.
-void ScreenBroker::on_batch_timer() {
-    batch_timer_.reset();
-    for (auto& [session, t] : tracked_) send_advance(t, Batch::Never);
-}
-
 // ---- Session hooks -----------------------------------------------------------------------
 
-void ScreenBroker::opened(Session& session) {
+void ScreenBroker::opened(ScreenSubject& session) {
     auto& t = tracked_[&session];
     t.session = &session;
     t.number = ++next_number_;
     open_in_worker(t);
 }
 
-void ScreenBroker::output(Session& session) {
+void ScreenBroker::output(ScreenSubject& session) {
     const auto it = tracked_.find(&session);
     if (it != tracked_.end()) send_advance(it->second);
 }
 
-void ScreenBroker::resized(Session& session) {
+void ScreenBroker::resized(ScreenSubject& session) {
     const auto it = tracked_.find(&session);
     if (it == tracked_.end() || !socket_) return;
     const std::uint32_t number = it->second.number;
@@ -396,7 +280,7 @@ void ScreenBroker::resized(Session& session) {
     queue(std::move(message), {}, number, at);
 }
 
-void ScreenBroker::closed(Session& session) {
+void ScreenBroker::closed(ScreenSubject& session) {
     screenless_.erase(&session);
     const auto it = tracked_.find(&session);
     if (it == tracked_.end()) return;
@@ -416,7 +300,7 @@ void ScreenBroker::closed(Session& session) {
 
 // ---- SNAPSHOT ----------------------------------------------------------------------------
 
-std::uint32_t ScreenBroker::snapshot(Session& session, const protocol::SnapshotRequest& request, Done done) {
+std::uint32_t ScreenBroker::snapshot(ScreenSubject& session, const protocol::SnapshotRequest& request, Done done) {
     const std::uint32_t ticket = ++next_ticket_ ? next_ticket_ : ++next_ticket_;
     if (screenless_.contains(&session)) {
         finish_later(ticket, std::move(done), false,
@@ -466,7 +350,7 @@ void ScreenBroker::finish_later(std::uint32_t ticket, Done done, bool ok, std::s
     if (!done) return;
     finished_.push_back({ticket, std::move(done), ok, std::move(text)});
     if (!finished_source_) {
-        const int r = add_defer(server_.event(), finished_source_, [this] { run_finished(); });
+        const int r = add_defer(event_, finished_source_, [this] { run_finished(); });
         if (r < 0) log_error_errno(r, "cannot schedule a snapshot's reply");
     }
 }
@@ -488,8 +372,8 @@ void ScreenBroker::run_finished() {
 // ---- From the worker ---------------------------------------------------------------------
 
 void ScreenBroker::owe_reply() {
-    if (owed_++ > 0 && deadline_timer_) return;
-    arm_deadline();
+    if (owed_++ > 0 && worker_.deadline_armed()) return;
+    worker_.arm_deadline();
 }
 
 void ScreenBroker::paid_reply() {
@@ -505,50 +389,8 @@ void ScreenBroker::paid_reply() {
         }
         work_.pop_front();
     }
-    if (owed_ == 0) deadline_timer_.reset();
-    else arm_deadline();
-}
-
-// The reply timeout counts the worker's CPU time, not the clock's: on a loaded machine (the
-// worker runs at nice 10) a replay can take long without its output being to blame. A worker
-// that has spent the timeout's worth of CPU on one piece of work is killed, and the session
-// whose work it was takes a strike; one that is merely waiting for a CPU is given more time,
-// up to kStuckFactor timeouts of the clock, and then killed without a strike.
-void ScreenBroker::arm_deadline() {
-    deadline_cpu_usec_ = worker_cpu_usec();
-    deadline_wall_usec_ = now_usec(server_.event());
-    rearm_deadline(reply_timeout_usec());
-}
-
-void ScreenBroker::rearm_deadline(std::uint64_t usec) {
-    const int r = rearm_timer(server_.event(), deadline_timer_, usec, [this] { on_deadline(); });
-    if (r < 0) log_error_errno(r, "cannot arm the screen worker's deadline");
-}
-
-void ScreenBroker::on_deadline() {
-    const std::uint64_t timeout = reply_timeout_usec();
-    const std::uint64_t cpu = worker_cpu_usec() - deadline_cpu_usec_;
-    const std::uint64_t wall = now_usec(server_.event()) - deadline_wall_usec_;
-    // A starved worker is killed without a strike, but what it spent counts: a session whose
-    // output needs more CPU than the timeout must not escape for good on a busy machine,
-    // where every attempt is cut short by the clock before it uses the timeout's worth.
-    Tracked* t = work_.empty() ? nullptr : find(work_.front().number);
-    const std::uint64_t spent = cpu + (t ? t->unanswered_cpu_usec : 0);
-    if (spent >= timeout) return kill_worker("it spent its reply timeout's worth of CPU on one piece of work", true);
-    if (wall >= kStuckFactor * timeout) {
-        if (t) t->unanswered_cpu_usec = spent;
-        return kill_worker("it did not answer, nor use the CPU, in time");
-    }
-    rearm_deadline(std::max<std::uint64_t>(timeout - spent, 100'000));
-}
-
-std::uint64_t ScreenBroker::worker_cpu_usec() const {
-    // The kernel's per-process CPU clock; a worker gone or unreadable counts as having used
-    // none (its exit is seen on its pidfd).
-    clockid_t clock{};
-    timespec ts{};
-    if (pid_ <= 0 || ::clock_getcpuclockid(pid_, &clock) != 0 || ::clock_gettime(clock, &ts) != 0) return 0;
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000 + static_cast<std::uint64_t>(ts.tv_nsec) / 1000;
+    if (owed_ == 0) worker_.disarm_deadline();
+    else worker_.arm_deadline();
 }
 
 void ScreenBroker::on_socket(std::uint32_t revents) {
@@ -560,19 +402,19 @@ void ScreenBroker::on_socket(std::uint32_t revents) {
             const ssize_t n = ::recv(socket_.get(), buffer, sizeof buffer, MSG_DONTWAIT);
             if (n < 0 && errno == EINTR) continue;
             if (n < 0 && errno == EAGAIN) break;
-            if (n <= 0) return on_worker_exit();
+            if (n <= 0) return worker_.exited();
             incoming_.insert(incoming_.end(), buffer, buffer + n);
             const auto used = screen::split_messages(incoming_, screen::kMaxWorkerMessage,
                                                      [this](MessageType type, std::span<const std::uint8_t> body) {
                                                          return handle(static_cast<std::uint8_t>(type), body);
                                                      });
             if (!socket_) return;
-            if (!used) return kill_worker("it sent a malformed message");
+            if (!used) return worker_.kill("it sent a malformed message");
             incoming_.erase(incoming_.begin(), incoming_.begin() + static_cast<std::ptrdiff_t>(*used));
         }
     } catch (const std::exception& e) {
         log_error("screen worker messages failed", {{"ERROR", e.what()}});
-        kill_worker("its messages could not be handled");
+        worker_.kill("its messages could not be handled");
     }
 }
 
@@ -607,7 +449,7 @@ bool ScreenBroker::handle_advanced(std::span<const std::uint8_t> body) {
     if (!t->advance_in_flight || offset > t->session->log().end()) return false;
     t->advance_in_flight = false;
     paid_reply();
-    Session& session = *t->session;
+    ScreenSubject& session = *t->session;
     if (!answers.empty()) {
         if (!is_terminal_answer(answers))
             log_warning("dropped a screen answer of an unknown form", {{"UNIT", session.unit()}});

@@ -1,13 +1,14 @@
 // ScreenBroker: the daemon's side of the screen (docs/security.md, "The screen").
 //
-// No terminal emulator parses session output in the daemon. The broker starts
-// ptyvisor-screen (a sandboxed, unprivileged process: screen/sandbox.h), hands it each
-// session's output log read-only, tells it how far each log has grown, and relays
-// SNAPSHOT requests to it. Everything the worker sends is untrusted:
+// No terminal emulator parses session output in the daemon. The broker has ptyvisor-screen
+// run (a sandboxed, unprivileged process, supervised by ScreenWorkerProcess:
+// screen_worker_process.h), hands it each session's output log read-only, tells it how far
+// each log has grown, and relays SNAPSHOT requests to it. It sees a session only as a
+// ScreenSubject (screen_subject.h). Everything the worker sends is untrusted:
 //  - a message longer than its bound, of an unknown type, about an unknown session or
 //    ticket, or a SCREEN whose shape is not the session's (protocol/screen_payloads.h),
 //    kills the worker; so does a worker that owes a reply for longer than [screen]
-//    reply_timeout;
+//    reply_timeout of its CPU time (screen_worker_process.h);
 //  - its answers to terminal queries are written to a session's terminal only when each is
 //    of a form a terminal sends (is_terminal_answer) and no controller with a terminal of
 //    its own is attached (that terminal answers instead: never both).
@@ -25,9 +26,10 @@
 //
 // Notices are coalesced: at most one Advance per session is unacknowledged, so a flood of
 // output costs the worker one message per reply, not one per read. A bulk session (one that
-// floods, Session::bulk) is told of its output only once kBulkAdvanceBytes have come, or
-// kBulkAdvanceDelayUsec after the first byte it has not been told of: each round costs the
-// worker and the daemon a wakeup, which on a loaded machine costs more than parsing 64 KiB.
+// floods, ScreenSubject::bulk) is told of its output only once kBulkAdvanceBytes have come,
+// or kBulkAdvanceDelayUsec after the first byte it has not been told of (output_batch.h):
+// each round costs the worker and the daemon a wakeup, which on a loaded machine costs more
+// than parsing 64 KiB.
 // A SNAPSHOT is never stale for it (it names the log's end), and a query in a flood is
 // answered that much later. Idle sessions cost nothing: no timer runs while nothing is owed.
 //
@@ -46,8 +48,8 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,11 +57,13 @@
 #include "common/event.h"
 #include "common/unique_fd.h"
 #include "protocol/screen_payloads.h"
+#include "server/output_batch.h"
+#include "server/screen_subject.h"
+#include "server/screen_worker_process.h"
 
 namespace ptyvisor::server {
 
-class Server;
-class Session;
+struct ScreenSettings;
 
 // Whether `bytes` is a sequence of answers a terminal sends to queries (CPR, DSR, DA1, DA2,
 // DECRPM, DECRQSS, OSC 4/10/11/12 colours), and nothing else.
@@ -68,43 +72,46 @@ bool is_terminal_answer(std::string_view bytes);
 class ScreenBroker {
   public:
     static constexpr int kMaxStrikes = 2;
-    static constexpr std::uint64_t kStuckFactor = 6;  // clock timeouts for a worker without CPU
-    static constexpr std::uint64_t kFirstBackoffUsec = 100'000;
-    static constexpr std::uint64_t kMaxBackoffUsec = 10'000'000;
     static constexpr std::uint32_t kScrollbackLines = 1000;
     static constexpr std::uint64_t kBulkAdvanceBytes = 256 * 1024;
     static constexpr std::uint64_t kBulkAdvanceDelayUsec = 10'000;
     static constexpr std::size_t kMaxBacklogBytes = 1 << 20;
     static constexpr std::size_t kMaxBacklogFds = 256;
 
-    explicit ScreenBroker(Server& server) : server_(server) {}
-    ~ScreenBroker();
+    struct Options {
+        bool enabled = true;  // false: no worker; SNAPSHOT fails, queries go unanswered
+        std::string user;     // the worker's account; empty: a uid of its own
+        std::uint64_t reply_timeout_usec = 5'000'000;  // of the worker's CPU, per reply owed
+        std::string worker_path;  // empty: ScreenWorkerProcess::installed_path()
+    };
+
+    // `shutting_down`: whether the daemon is stopping (then a worker that goes stays gone).
+    ScreenBroker(sd_event* event, Options options, std::function<bool()> shutting_down);
     ScreenBroker(const ScreenBroker&) = delete;
     ScreenBroker& operator=(const ScreenBroker&) = delete;
 
     // Starts the worker. Failing to is logged; the daemon serves on, without screens.
     void start();
 
-    // Session hooks.
-    void opened(Session& session);
-    void output(Session& session);
-    void resized(Session& session);
-    void closed(Session& session);
+    // Session hooks. A subject is known from opened() to closed(), and outlives that.
+    void opened(ScreenSubject& session);
+    void output(ScreenSubject& session);
+    void resized(ScreenSubject& session);
+    void closed(ScreenSubject& session);
 
     // SNAPSHOT. `done` runs later (never inside this call) with true and the SCREEN payload,
     // or false and why. Returns a ticket for cancel() (a connection that goes first).
     using Done = std::function<void(bool ok, std::string payload_or_why)>;
-    std::uint32_t snapshot(Session& session, const protocol::SnapshotRequest& request, Done done);
+    std::uint32_t snapshot(ScreenSubject& session, const protocol::SnapshotRequest& request, Done done);
     void cancel(std::uint32_t ticket);
 
     // For tests and STATUS: the worker's pid (0: none) and how many times it was started.
-    [[nodiscard]] pid_t worker_pid() const { return pid_; }
-    [[nodiscard]] std::uint64_t starts() const { return starts_; }
+    [[nodiscard]] pid_t worker_pid() const { return worker_.pid(); }
+    [[nodiscard]] std::uint64_t starts() const { return worker_.starts(); }
 
   private:
-    std::optional<uid_t> worker_uid_;  // the worker's own uid, once picked (screen_identity.h)
     struct Tracked {
-        Session* session = nullptr;
+        ScreenSubject* session = nullptr;
         std::uint32_t number = 0;
         bool advance_in_flight = false;
         std::uint64_t notified_end = 0;
@@ -120,7 +127,7 @@ class ScreenBroker {
         bool replies;
     };
     struct Pending {
-        Session* session = nullptr;
+        const ScreenSubject* session = nullptr;
         std::string id;
         protocol::ScreenBounds bounds;
         Done done;
@@ -134,56 +141,52 @@ class ScreenBroker {
         std::uint64_t resize_at = 0;
     };
 
-    bool spawn(std::string& why);
+    // ScreenWorkerProcess's hooks.
+    void worker_started(UniqueFd socket);
+    void worker_gone(bool blame);
+    Tracked* work_in_hand();
+
     void open_in_worker(Tracked& t);
     enum class Batch { Allowed, Never };
     // Tells the worker how far the session's log has grown, unless an Advance is unanswered,
-    // or the session is bulk, `batch` allows waiting, and too little has come (then the
-    // batch timer will).
+    // or the session is bulk, `batch` allows waiting, and too little has come (then batch_
+    // will).
     void send_advance(Tracked& t, Batch batch = Batch::Allowed);
-    void on_batch_timer();
     void queue(std::vector<std::uint8_t> bytes, UniqueFd fd = {}, std::uint32_t resize_of = 0, std::uint64_t resize_at = 0);
     void flush();
     void on_socket(std::uint32_t revents);
-    void on_worker_exit();
     bool handle(std::uint8_t type, std::span<const std::uint8_t> body);
     bool handle_advanced(std::span<const std::uint8_t> body);
     bool handle_screen(std::span<const std::uint8_t> body);
     void owe_reply();
     void paid_reply();
-    void kill_worker(const char* why, bool blame = false);
-    void worker_gone(bool blame);
     void strike(std::uint32_t number);
-    [[nodiscard]] std::uint64_t reply_timeout_usec() const;
-    void arm_deadline();
-    void rearm_deadline(std::uint64_t usec);
-    void on_deadline();
-    [[nodiscard]] std::uint64_t worker_cpu_usec() const;
-    void schedule_restart();
     void fail_pending(const std::string& why);
     void finish_later(std::uint32_t ticket, Done done, bool ok, std::string text);
     void run_finished();
     Tracked* find(std::uint32_t number);
 
-    Server& server_;
-    std::map<Session*, Tracked> tracked_;
-    std::set<const Session*> screenless_;  // struck out: no screen until they end
+    sd_event* event_;
+    Options options_;
+    // Declared first, so destroyed last: the worker is killed after every source that could
+    // call into it is gone.
+    ScreenWorkerProcess worker_;
+    std::map<ScreenSubject*, Tracked> tracked_;
+    std::set<const ScreenSubject*> screenless_;  // struck out: no screen until they end
     std::deque<Work> work_;
     std::map<std::uint32_t, Pending> pending_;
     // Replies still owed about sessions that have gone: expected, and then forgotten.
     std::set<std::uint32_t> gone_advances_, gone_tickets_;
     std::uint32_t next_number_ = 0, next_ticket_ = 0;
 
-    pid_t pid_ = 0;
-    UniqueFd pidfd_, socket_;
-    EventSource socket_source_, pidfd_source_, deadline_timer_, restart_timer_;
-    EventSource batch_timer_;  // armed while a bulk session's Advance waits (send_advance)
+    UniqueFd socket_;  // to the worker, while one runs
+    EventSource socket_source_;
+    // Waits while a bulk session's Advance does (send_advance); then sends every one due.
+    OutputBatch batch_;
     std::deque<Outgoing> outgoing_;
     std::size_t backlog_bytes_ = 0, backlog_fds_ = 0;  // of outgoing_, not yet sent
     std::vector<std::uint8_t> incoming_;
     std::uint64_t owed_ = 0;  // replies the worker owes (Advance and Snapshot)
-    std::uint64_t deadline_cpu_usec_ = 0, deadline_wall_usec_ = 0;  // when the deadline was armed
-    std::uint64_t backoff_usec_ = kFirstBackoffUsec, started_usec_ = 0, starts_ = 0;
     struct Finished {
         std::uint32_t ticket;
         Done done;
@@ -193,5 +196,8 @@ class ScreenBroker {
     std::vector<Finished> finished_;  // run by finished_source_ on the next iteration
     EventSource finished_source_;
 };
+
+// The broker's options from the daemon's [screen] settings (config.h).
+ScreenBroker::Options screen_broker_options(const ScreenSettings& settings);
 
 }  // namespace ptyvisor::server

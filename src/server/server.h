@@ -138,7 +138,7 @@ private:
     // Outlives the sessions, whose recorders tell it when they close.
     Recordings recordings_;
     // Outlives the sessions, which tell it when they go.
-    ScreenBroker screens_{*this};
+    ScreenBroker screens_{event_, screen_broker_options(config_.screen), [this] { return shutting_down_; }};
     // What every session runs with (filled in by the constructor): outlives them.
     SessionContext session_context_;
     // Sessions outlive connections; the connections, declared after, go first.

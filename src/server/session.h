@@ -48,7 +48,9 @@
 #include "common/event.h"
 #include "common/unique_fd.h"
 #include "protocol/payloads.h"
+#include "server/bulk_priority.h"
 #include "server/output_log.h"
+#include "server/screen_subject.h"
 #include "server/session_context.h"
 #include "server/session_handover.h"
 #include "server/session_roles.h"
@@ -75,7 +77,8 @@ protected:
     ~SessionClient() = default;
 };
 
-class Session {
+// A ScreenSubject: what the screen broker sees of it (screen_subject.h).
+class Session final : public ScreenSubject {
 public:
     enum class State { Starting, Running, Ending, Ended };  // what clients see
     enum class Stage { Starting, Running, Draining, Stopping, Closing, Ended };
@@ -96,17 +99,15 @@ public:
     bool start(backends::SessionSpec spec, protocol::WindowSize size, SessionClient* starter, pid_t starter_pid,
                std::string& why);
 
-    [[nodiscard]] const std::string& id() const { return id_; }
-    [[nodiscard]] const std::string& unit() const { return unit_; }
+    [[nodiscard]] const std::string& id() const override { return id_; }
+    [[nodiscard]] const std::string& unit() const override { return unit_; }
     [[nodiscard]] const std::vector<std::string>& argv() const { return argv_; }
     [[nodiscard]] const std::string& cwd() const { return cwd_; }
     [[nodiscard]] std::int64_t created() const { return created_; }
     // Whether the terminal flooded in its last input event (see read_terminal): a bulk session.
-    [[nodiscard]] bool bulk() const { return bulk_; }
-    // The event priority of a bulk session's work (its terminal, and the batches of its output
-    // that wait, connection.h and screen_broker.h): sd-event dispatches lower values first, so
-    // it waits behind every interactive terminal and client connection.
-    static constexpr std::int64_t kBulkEventPriority = 10;  // SD_EVENT_PRIORITY_NORMAL + 10
+    [[nodiscard]] bool bulk() const override { return bulk_; }
+    // The event priority of a bulk session's work (bulk_priority.h).
+    static constexpr std::int64_t kBulkEventPriority = server::kBulkEventPriority;
     // The registry's order of creation (1, 2, ...): `created` has only seconds.
     [[nodiscard]] std::uint64_t sequence() const { return sequence_; }
     void set_sequence(std::uint64_t sequence) { sequence_ = sequence; }
@@ -119,8 +120,8 @@ public:
     [[nodiscard]] bool started() const { return started_; }
     [[nodiscard]] pid_t main_pid() const { return main_pid_; }
     [[nodiscard]] bool detached() const { return detached_; }
-    [[nodiscard]] const OutputLog& log() const { return *log_; }
-    [[nodiscard]] protocol::WindowSize size() const { return size_; }
+    [[nodiscard]] const OutputLog& log() const override { return *log_; }
+    [[nodiscard]] protocol::WindowSize size() const override { return size_; }
     [[nodiscard]] std::uint64_t bytes_in() const { return bytes_in_; }
     // The final status, once Ended (reason included); nullopt before.
     [[nodiscard]] const std::optional<protocol::ExitStatus>& exit_status() const { return final_status_; }
@@ -146,9 +147,9 @@ public:
 
     // Whether the controller relays a real terminal, which answers the program's queries
     // itself (screen_broker.h: then the screen's answers are not written).
-    [[nodiscard]] bool controller_has_terminal() const { return controller_ && controller_->has_terminal(); }
+    [[nodiscard]] bool controller_has_terminal() const override { return controller_ && controller_->has_terminal(); }
     // The screen's answers to the program's queries, written to its terminal as input.
-    void answer_queries(std::span<const std::uint8_t> bytes);
+    void answer_queries(std::span<const std::uint8_t> bytes) override;
 
     // Controller actions.
     void write_input(std::span<const std::uint8_t> bytes);
