@@ -13,10 +13,10 @@ build="$(cd "${1:-$root/build/default}" && pwd)"
 client="$root/clients/typescript"
 
 cd "$client"
+# The client's `prepare` script builds it on npm ci/install; pack that build as it is.
 if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
-npm run build
 rm -f ptyvisor-*.tgz
-npm pack --silent >/dev/null
+npm pack --silent --ignore-scripts >/dev/null
 
 cd "$here"
 # npm ci: the lock file as it is, never rewritten. It pins no integrity for the client's
