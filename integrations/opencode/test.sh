@@ -33,7 +33,9 @@ tmp=$(mktemp -d /tmp/ptyvisor-opencode-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 chmod 0755 "$tmp"
 cd "$tmp"
-printf '{"name":"ptyvisor-opencode-suite","private":true,"type":"module"}\n' > package.json
+# The plugin's own override (package.json): ini 6, the code of ini 7 without its Node >= 22.
+# An install without it gets ini 7, which npm warns about and which runs on Node 20 all the same.
+printf '{"name":"ptyvisor-opencode-suite","private":true,"type":"module","overrides":{"ini":"6.0.0"}}\n' > package.json
 npm install --prefer-offline --no-audit --no-fund "$tarball"
 mkdir -p bin
 install -m 0755 "$(readlink -f "$client/node_modules/.bin/bun")" bin/bun
