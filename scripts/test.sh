@@ -9,6 +9,8 @@
 #   2. the same tests under ASan+UBSan;
 #   3. a short, bounded libFuzzer pass over every decoder.
 # PTYVISOR_SKIP_ASAN=1 or PTYVISOR_SKIP_FUZZ=1 leave a stage out for quick local runs.
+# A skipped test fails the run unless tests/skip-allowlist.txt allows it, and so does a run
+# in which no test ran (tests/check-results.py reads each runner's own report).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -20,7 +22,8 @@ scripts/ensure-test-account.sh
 
 stage "default build"
 scripts/build.sh default
-ctest --preset default -j "$jobs"
+ctest --preset default -j "$jobs" --output-junit "$PWD/build/default/ctest-results.xml"
+python3 tests/check-results.py ctest build/default/ctest-results.xml
 
 stage "binaries the test account cannot reach (a clone in /root, mode 0700)"
 # The suite runs the client as the account, which cannot reach binaries in a 0700 tree: built
@@ -30,7 +33,9 @@ trap 'rm -rf "$private"' EXIT
 cp build/default/src/server/ptyvisord build/default/src/cli/ptyvisor "$private/"
 PTYVISORD_BIN="$private/ptyvisord" PTYVISOR_BIN="$private/ptyvisor" \
   build/default/tests/integration/ptyvisor_integration_tests \
-  --gtest_filter='EndToEnd.EchoAndExitCode:EndToEnd.ProcessInsideASessionCannotObtainASession'
+  --gtest_filter='EndToEnd.EchoAndExitCode:EndToEnd.ProcessInsideASessionCannotObtainASession' \
+  --gtest_output="json:$private/report.json"
+python3 tests/check-results.py direct "$private/report.json"
 rm -rf "$private"
 
 stage "plain Release build, configured as a newcomer would (no preset, so no -Werror)"
@@ -57,7 +62,8 @@ if [ "${PTYVISOR_SKIP_ASAN:-0}" != 1 ]; then
   stage "ASan+UBSan build"
   scripts/build.sh asan
   # valgrind cannot run ASan binaries; memcheck ran on the default build above.
-  ctest --preset asan -j "$jobs" -LE valgrind
+  ctest --preset asan -j "$jobs" -LE valgrind --output-junit "$PWD/build/asan/ctest-results.xml"
+  python3 tests/check-results.py ctest build/asan/ctest-results.xml
 fi
 
 if [ "${PTYVISOR_SKIP_FUZZ:-0}" != 1 ]; then

@@ -1,7 +1,8 @@
 #!/bin/bash
 # clients/typescript/test.sh [BUILD_DIR]
 #
-# Builds the npm package (tsc and node-gyp from devDependencies), packs it, installs the
+# Builds the npm package (tsc and node-gyp from devDependencies, by its `prepare` script), packs
+# it, checks that the tarball holds dist/ and the native module, installs the
 # tarball with `npm install --offline` into a fresh 0755 directory (proving it needs no network
 # and no compiler at install), and runs the suite there under Node and under Bun, as the test
 # account, against a real daemon (scripts/with-daemon.sh --build BUILD_DIR). Run as root, from
@@ -15,10 +16,19 @@ if [ "${1:-}" = --bench ]; then bench=1; shift; fi
 build="$(cd "${1:-$root/build/default}" && pwd)"
 
 cd "$here"
+# Both run the package's `prepare` script, which builds dist/ and the native module; `npm pack`
+# would run it again, so it packs what was just built, with --ignore-scripts.
 if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
-npm run build
 rm -f ptyvisor-*.tgz
-tarball="$here/$(npm pack --silent | tail -n1)"
+tarball="$here/$(npm pack --silent --ignore-scripts | tail -n1)"
+# What makes the package importable: without these it installs and then fails at import.
+contents=$(tar -tzf "$tarball")
+for needed in package/dist/index.js package/dist/index.d.ts package/prebuilds/linux-x64/sendfd.node; do
+  if ! grep -qxF "$needed" <<<"$contents"; then
+    echo "test.sh: $tarball lacks $needed" >&2
+    exit 1
+  fi
+done
 
 tmp=$(mktemp -d /tmp/ptyvisor-ts-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -40,9 +50,19 @@ if [ "$bench" = 1 ]; then
   exit 0
 fi
 
+# Each runner also writes a JUnit report: a skipped test fails the run unless
+# tests/skip-allowlist.txt allows it there (the node-pty half under Bun), since both runners
+# exit 0 over skips (tests/check-results.py). The suites run as the test account.
+"$root/scripts/ensure-test-account.sh"
+install -d -o ptyvisor-test -m 0755 "$tmp/reports"
 status=0
 echo "== node $(node --version)"
-"$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 test/ || status=1
+"$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 \
+  --test-reporter=spec --test-reporter-destination=stdout \
+  --test-reporter=junit --test-reporter-destination="$tmp/reports/node.xml" test/ || status=1
+python3 "$root/tests/check-results.py" node "$tmp/reports/node.xml" || status=1
 echo "== bun $("$tmp/bin/bun" --version)"
-"$root/scripts/with-daemon.sh" --build "$build" -- "$tmp/bin/bun" test ./test/ || status=1
+"$root/scripts/with-daemon.sh" --build "$build" -- "$tmp/bin/bun" test \
+  --reporter=junit --reporter-outfile="$tmp/reports/bun.xml" ./test/ || status=1
+python3 "$root/tests/check-results.py" bun "$tmp/reports/bun.xml" || status=1
 exit $status

@@ -13,10 +13,10 @@ build="$(cd "${1:-$root/build/default}" && pwd)"
 client="$root/clients/typescript"
 
 cd "$client"
+# The client's `prepare` script builds it on npm ci/install; pack that build as it is.
 if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
-npm run build
 rm -f ptyvisor-*.tgz
-npm pack --silent >/dev/null
+npm pack --silent --ignore-scripts >/dev/null
 
 cd "$here"
 # npm ci: the lock file as it is, never rewritten. It pins no integrity for the client's
@@ -33,7 +33,9 @@ tmp=$(mktemp -d /tmp/ptyvisor-opencode-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 chmod 0755 "$tmp"
 cd "$tmp"
-printf '{"name":"ptyvisor-opencode-suite","private":true,"type":"module"}\n' > package.json
+# The plugin's own override (package.json): ini 6, the code of ini 7 without its Node >= 22.
+# An install without it gets ini 7, which npm warns about and which runs on Node 20 all the same.
+printf '{"name":"ptyvisor-opencode-suite","private":true,"type":"module","overrides":{"ini":"6.0.0"}}\n' > package.json
 npm install --prefer-offline --no-audit --no-fund "$tarball"
 mkdir -p bin
 install -m 0755 "$(readlink -f "$client/node_modules/.bin/bun")" bin/bun

@@ -290,8 +290,8 @@ TEST_F(EndToEnd, SessionOfAnAllowedAgentUnitKeepsTheAgentsSandbox) {
 }
 
 // The same for the agent's private /tmp: a file the agent wrote to its /tmp is what the
-// session sees there. The socket and the directories live under /run, since a private /tmp
-// hides the test's own.
+// session sees there. The socket, the directories and the CLI the agent runs live under /run,
+// since a private /tmp hides the test's own.
 TEST_F(EndToEnd, SessionOfAnAllowedAgentUnitSeesTheAgentsPrivateTmp) {
     if (backend() != "systemd") GTEST_SKIP() << "needs the systemd backend (the agent is a unit)";
     if (under_valgrind())
@@ -313,9 +313,14 @@ TEST_F(EndToEnd, SessionOfAnAllowedAgentUnitSeesTheAgentsPrivateTmp) {
     cfg.allow_units = {unit};
     cfg.socket = outside + "/ptyvisord.sock";
     ASSERT_NE(start_daemon(cfg), nullptr);
+    // The agent runs the CLI from here too: a build tree under /tmp (a clone there) is hidden
+    // from a unit with PrivateTmp=yes, and the unit would find no CLI to run (status 127).
+    const std::string cli = outside + "/ptyvisor";
+    std::filesystem::copy_file(cli_binary(), cli);
+    ASSERT_EQ(::chmod(cli.c_str(), 0755), 0);
     const std::string token = "agent-secret-" + std::to_string(::getpid());
     const std::string agent = outside + "/agent.sh";
-    write_text_file(agent, "echo " + token + " > /tmp/agent-marker\nexec '" + cli_binary() +
+    write_text_file(agent, "echo " + token + " > /tmp/agent-marker\nexec '" + cli +
                                "' run -- sh -c 'echo marker=$(cat /tmp/agent-marker)'\n");
     const std::string command =
         "systemd-run --quiet --wait --pipe --unit=" + unit + " -p User=" + account_->name +

@@ -11,7 +11,9 @@
 # suite: ~20 sessions of different kinds, a dozen hostile connections, then SIGTERM with a
 # session live; that test asserts the daemon exits 0. Given the integration suite and no
 # GTEST_ARGS filter, it runs the whole suite, one daemon per test.
-# Either way every daemon's report is judged afterwards. One that exited must show
+# Either way every daemon's report is judged afterwards, and so is GoogleTest's: the run fails
+# when no test ran or one was skipped that tests/skip-allowlist.txt does not allow (context
+# valgrind; tests/check-results.py). One that exited must show
 #   - 0 errors (definite and indirect leaks count as errors here),
 #   - 0 bytes possibly lost in its LEAK SUMMARY (or no leak summary: all heap blocks freed),
 #   - only descriptors "<inherited from parent>" in its --track-fds report: a descriptor the
@@ -73,8 +75,10 @@ case "$backend" in
     *) echo "valgrind.sh: backend must be direct or systemd" >&2; exit 2 ;;
 esac
 PTYVISORD_BIN="$work/ptyvisord" PTYVISOR_VALGRIND=1 PTYVISOR_TEST_BACKEND=$backend \
-    "${inside[@]}" "$tests" "${gtest_args[@]}"
+    "${inside[@]}" "$tests" "${gtest_args[@]}" --gtest_output="json:$work/report.json"
 rc=$?
+# A skip is not a pass, and a filter that matched nothing passes in GoogleTest 1.12.
+python3 "$HERE/../check-results.py" valgrind "$work/report.json" || { [ "$rc" != 0 ] || rc=1; }
 
 # The first line of each kind of error memcheck reports.
 error_start='^==[0-9]+== (Invalid (read|write|free)|Conditional jump|Use of uninitialised|Syscall param|Mismatched free|Source and destination overlap|Argument .* of function|[0-9,]+ bytes in [0-9,]+ blocks are (definitely|indirectly) lost)'

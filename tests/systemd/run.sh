@@ -1,6 +1,10 @@
 #!/bin/bash
 # run.sh TEST_BINARY [gtest args...] - boot the test harness, run TEST_BINARY inside its
 # namespaces as root, tear the harness down on every exit path, return the test's status.
+# Unless the arguments ask for a --gtest_output of their own (the caller then checks it), the
+# run also fails when no test ran or a test was skipped that tests/skip-allowlist.txt does not
+# allow in context ${PTYVISOR_SKIP_CONTEXT:-systemd} (tests/check-results.py): CTest sees only
+# this script's status, not the skips inside.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 HARNESS="$HERE/../harness"
@@ -18,9 +22,18 @@ trap 'exit 130' INT TERM
 set -a
 . "$STATE/state/env"
 set +a
+report=
+case " $* " in
+    *" --gtest_output="*) ;;
+    *) report="$STATE/report.json" ;;
+esac
 # shellcheck disable=SC2086  # HARNESS_EXEC is a command prefix
-$HARNESS_EXEC "$BIN" "$@"
+$HARNESS_EXEC "$BIN" "$@" ${report:+"--gtest_output=json:$report"}
 rc=$?
+if [ -n "$report" ]; then
+    python3 "$HERE/../check-results.py" "${PTYVISOR_SKIP_CONTEXT:-systemd}" "$report" || { [ "$rc" != 0 ] || rc=1; }
+    rm -f "$report"
+fi
 if [ "$rc" != 0 ] && [ -n "${HARNESS_PID:-}" ]; then
     echo "--- harness journal (last 80 lines) ---" >&2
     $HARNESS_EXEC journalctl --no-pager -n 80 2>/dev/null >&2 || true

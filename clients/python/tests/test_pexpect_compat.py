@@ -17,6 +17,18 @@ def pexpect_module(request):
     return importlib.import_module(request.param)
 
 
+def start_with_default_signals():
+    """The reference child's start, as ptyvisor gives each session: every signal at its default
+    action and none blocked. Otherwise pexpect's child inherits what the suite was started
+    with, e.g. SIGINT ignored under nohup or in a background job, and ^C does not end it."""
+    for number in range(1, signal.NSIG):
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL, SIGSTOP and the numbers that name no signal
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 @pytest.fixture
 def spawn(pexpect_module, session_env):
     children = []
@@ -24,6 +36,8 @@ def spawn(pexpect_module, session_env):
     def make(*args, **kw):
         kw.setdefault("env", session_env)
         kw.setdefault("timeout", 10)
+        if pexpect_module.__name__ == "pexpect":
+            kw.setdefault("preexec_fn", start_with_default_signals)
         child = pexpect_module.spawn(*args, **kw)
         children.append(child)
         return child
