@@ -67,7 +67,12 @@ void Connection::on_exception(const char* where) noexcept {
 }
 
 Connection::Connection(Server& server, UniqueFd socket, PeerIdentity peer)
-    : server_(server), socket_(std::move(socket)), peer_(std::move(peer)), serial_(server.next_serial()) {
+    : server_(server),
+      socket_(std::move(socket)),
+      peer_(std::move(peer)),
+      serial_(server.next_serial()),
+      batch_(server.event(), protocol::kMaxIoPayloadSize, kBulkOutputDelayUsec,
+             guarded("batch timer", [this] { flush_output(); })) {
     out_.set_version(version_);
 }
 
@@ -387,19 +392,11 @@ void Connection::session_changed() {
 }
 
 // Whether the session's new output may wait for more (see the invariants in connection.h):
-// true when it will be written by batch_timer_.
+// true when batch_ will write it.
 bool Connection::output_may_wait() {
     if (!session_ || !relaying_ || !session_->bulk() || session_->state() == Session::State::Ended) return false;
-    if (!out_.empty() || session_->log().end() - cursor_ >= protocol::kMaxIoPayloadSize) return false;
-    if (batch_timer_) return true;
-    const int r = rearm_timer(server_.event(), batch_timer_, kBulkOutputDelayUsec, guarded("batch timer", [this] {
-                                  batch_timer_.reset();
-                                  flush_output();
-                              }));
-    if (r < 0) return false;  // then it is written now
-    // Behind keystrokes: only a priority that cannot be set leaves it at the normal one.
-    sd_event_source_set_priority(batch_timer_.get(), Session::kBulkEventPriority);
-    return true;
+    if (!out_.empty()) return false;
+    return batch_.wait(session_->log().end() - cursor_);
 }
 
 void Connection::session_gone() {

@@ -72,6 +72,7 @@
 #include "protocol/frame_decoder.h"
 #include "protocol/payloads.h"
 #include "server/blocking_worker.h"
+#include "server/output_batch.h"
 #include "server/output_queue.h"
 #include "server/peer.h"
 #include "server/session.h"
@@ -214,7 +215,8 @@ private:
     bool socket_eof_ = false;
 
     EventSource socket_source_, handshake_timer_, stall_timer_, dispose_timer_, wait_timer_, quiet_timer_;
-    EventSource batch_timer_;  // armed while a bulk session's output waits (session_changed)
+    // A bulk session's output waits for a whole frame or kBulkOutputDelayUsec (output_batch.h).
+    OutputBatch batch_;
     EventSource search_source_;  // a WAIT for text has more of the log to search (check_wait)
 
     // The session this connection is attached to, in its role; null once it has gone.
