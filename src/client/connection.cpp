@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "client/client_error.h"
-#include "client/utf8.h"
+#include "common/utf8.h"
 #include "protocol/fd_passing.h"
 #include "protocol/frame.h"
 
@@ -56,8 +56,10 @@ int finish_interrupted_connect(int fd, int timeout_ms) {
     return -error;
 }
 
+// Control payloads are JSON, whose strings are Unicode: bytes that are not valid UTF-8 cannot
+// be carried faithfully, so they are refused here rather than replaced by U+FFFD unseen.
 bool check_utf8(std::string_view text, const std::string& what, std::string& why) {
-    return is_valid_utf8(text) || fail(why, what + " is not valid UTF-8");
+    return utf8::is_valid(text) || fail(why, what + " is not valid UTF-8");
 }
 
 bool validate(const StartOptions& o, std::string& why) {
