@@ -98,7 +98,7 @@ struct FakeServer {
                 return {};
             }
             auto r = protocol::receive_with_fds(fd, buffer);
-            if (r.error == EAGAIN) continue;
+            if (r.error == -EAGAIN) continue;
             EXPECT_EQ(r.error, 0);
             if (r.eof || r.error != 0) {
                 ADD_FAILURE() << "client closed before a whole frame";

@@ -157,7 +157,7 @@ void Connection::receive() {
     std::uint8_t buffer[protocol::kHeaderSize + protocol::kMaxIoPayloadSize];
     for (int reads = 0; phase_ != Phase::Closed && reading() && reads < kReadsPerWakeup; ++reads) {
         auto got = protocol::receive_with_fds(socket_.get(), buffer);
-        if (got.error == EAGAIN || got.error == EINTR) break;
+        if (got.error == -EAGAIN || got.error == -EINTR) break;
         if (got.error != 0) {
             socket_eof_ = true;
             break;
