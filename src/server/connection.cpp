@@ -438,7 +438,7 @@ void Connection::deliver_signals() {
         if (request.target != protocol::SignalTarget::Foreground) continue;
         return send_error(ErrorCode::NotAllowed, "SIGNAL " + std::to_string(request.signal) +
                                                      ": the terminal's foreground process group " + std::to_string(group) +
-                                                     (e == EPERM ? " is not the agent's" : " has no process in the session"));
+                                                     (e == -EPERM ? " is not the agent's" : " has no process in the session"));
     }
     signal_timer_.reset();
 }
