@@ -181,7 +181,7 @@ public:
         req.detach = detach;
         const auto frame = pr::encode_frame(pr::FrameType::Start, pr::encode(req));
         if (const int e = pr::send_with_fd(fd_.get(), frame, dir.get()); e != 0)
-            throw std::runtime_error(std::string("send START: ") + std::strerror(e));
+            throw std::runtime_error(std::string("send START: ") + std::strerror(-e));
     }
 
     // The next frame, or false once the daemon has closed the connection. ERROR throws.

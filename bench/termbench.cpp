@@ -223,7 +223,7 @@ public:
         req.cwd_ino = st.st_ino;
         const auto frame = pr::encode_frame(pr::FrameType::Start, pr::encode(req));
         if (const int e = pr::send_with_fd(fd_.get(), frame, dir.get()); e != 0)
-            throw std::runtime_error(std::string("send START: ") + std::strerror(e));
+            throw std::runtime_error(std::string("send START: ") + std::strerror(-e));
         ::fcntl(fd_.get(), F_SETFL, ::fcntl(fd_.get(), F_GETFL) | O_NONBLOCK);
     }
     [[nodiscard]] int fd() const override { return fd_.get(); }

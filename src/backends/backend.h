@@ -101,11 +101,11 @@ public:
     [[nodiscard]] virtual pid_t main_pid() const = 0;
     // A client's SIGNAL: sends `sig` to every process of the session that the agent itself
     // could signal (real and saved uid the agent's; backends/session_signals.h). Returns 0
-    // when one was signalled, else ESRCH (none left) or EPERM (none the agent's).
+    // when one was signalled, else -ESRCH (none left) or -EPERM (none the agent's).
     virtual int signal_all(int sig) = 0;
     // A client's SIGNAL to the terminal's foreground process group `pgid`: the same rule, and
-    // only processes of this session are signalled. Returns 0, or ESRCH when no process of the
-    // session is in that group, or EPERM when none of them is the agent's.
+    // only processes of this session are signalled. Returns 0, or -ESRCH when no process of
+    // the session is in that group, or -EPERM when none of them is the agent's.
     virtual int signal_foreground_group(pid_t pgid, int sig) = 0;
     // Ends every process of the session and waits until none is left or `deadline` passes.
     // `done(ok, why)` is called exactly once, from the event loop.

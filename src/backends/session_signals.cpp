@@ -91,7 +91,7 @@ int deliver(const SessionMembers& m, pid_t pgid, int sig) {
     Tally tally;
     for (const pid_t pid : candidates) consider(m, pid, pgid, sig, tally);
     if (tally.signalled > 0) return 0;
-    return tally.members > 0 ? EPERM : ESRCH;
+    return tally.members > 0 ? -EPERM : -ESRCH;
 }
 
 }  // namespace
@@ -124,7 +124,7 @@ std::optional<pid_t> parse_stat_session(std::string_view stat) {
 int signal_members(const SessionMembers& members, int sig) { return deliver(members, 0, sig); }
 
 int signal_member_group(const SessionMembers& members, pid_t pgid, int sig) {
-    if (pgid <= 0) return ESRCH;
+    if (pgid <= 0) return -ESRCH;
     return deliver(members, pgid, sig);
 }
 

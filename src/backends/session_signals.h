@@ -56,12 +56,12 @@ struct SessionMembers {
 };
 
 // Sends `sig` to every member the rule allows. Returns 0 when at least one was signalled,
-// ESRCH when there was no member, EPERM when every member failed the uid rule.
+// -ESRCH when there was no member, -EPERM when every member failed the uid rule.
 int signal_members(const SessionMembers& members, int sig);
 
 // Sends `sig` to the members in process group `pgid` that the rule allows. Returns 0 when at
-// least one was signalled, ESRCH when no member is in that group (the group is gone, or it is
-// not the session's), EPERM when every one of them failed the uid rule.
+// least one was signalled, -ESRCH when no member is in that group (the group is gone, or it
+// is not the session's), -EPERM when every one of them failed the uid rule.
 int signal_member_group(const SessionMembers& members, pid_t pgid, int sig);
 
 }  // namespace ptyvisor::backends

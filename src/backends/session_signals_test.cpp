@@ -106,8 +106,8 @@ TEST(SessionSignals, ProcessesOfAnotherUidAreRefusedWithEperm) {
     SessionMembers m;
     m.agent = ::getuid() + 1;  // as if the child were a stranger's process in the agent's session
     m.session_id = child.pid();
-    EXPECT_EQ(signal_members(m, 0), EPERM);
-    EXPECT_EQ(signal_member_group(m, child.pid(), 0), EPERM);
+    EXPECT_EQ(signal_members(m, 0), -EPERM);
+    EXPECT_EQ(signal_member_group(m, child.pid(), 0), -EPERM);
 }
 
 TEST(SessionSignals, AGroupOutsideTheSessionIsRefusedWithEsrch) {
@@ -116,12 +116,12 @@ TEST(SessionSignals, AGroupOutsideTheSessionIsRefusedWithEsrch) {
     SessionMembers m;
     m.agent = ::getuid();
     m.session_id = child.pid();
-    EXPECT_EQ(signal_member_group(m, ::getpgrp(), 0), ESRCH);  // our group, not the session's
-    EXPECT_EQ(signal_member_group(m, 1, 0), ESRCH);            // init's group
-    EXPECT_EQ(signal_member_group(m, 0, 0), ESRCH);
+    EXPECT_EQ(signal_member_group(m, ::getpgrp(), 0), -ESRCH);  // our group, not the session's
+    EXPECT_EQ(signal_member_group(m, 1, 0), -ESRCH);            // init's group
+    EXPECT_EQ(signal_member_group(m, 0, 0), -ESRCH);
     SessionMembers nobody = m;
     nobody.session_id = 0;
-    EXPECT_EQ(signal_members(nobody, 0), ESRCH);
+    EXPECT_EQ(signal_members(nobody, 0), -ESRCH);
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ struct Peer {
                 return std::nullopt;
             }
             auto r = protocol::receive_with_fds(fd.get(), buffer);
-            if (r.error == EAGAIN) continue;
+            if (r.error == -EAGAIN) continue;
             if (r.eof || r.error != 0) eof = true;
             for (auto& f : r.fds) fds.push_back(std::move(f));
             decoder.feed(std::span<const std::uint8_t>(buffer.data(), r.bytes));

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "client/client_error.h"
-#include "client/utf8.h"
+#include "common/utf8.h"
 #include "protocol/fd_passing.h"
 #include "protocol/frame.h"
 
@@ -56,8 +56,10 @@ int finish_interrupted_connect(int fd, int timeout_ms) {
     return -error;
 }
 
+// Control payloads are JSON, whose strings are Unicode: bytes that are not valid UTF-8 cannot
+// be carried faithfully, so they are refused here rather than replaced by U+FFFD unseen.
 bool check_utf8(std::string_view text, const std::string& what, std::string& why) {
-    return is_valid_utf8(text) || fail(why, what + " is not valid UTF-8");
+    return utf8::is_valid(text) || fail(why, what + " is not valid UTF-8");
 }
 
 bool validate(const StartOptions& o, std::string& why) {
@@ -180,11 +182,11 @@ bool Connection::send_start(const std::string& payload, int directory_fd, std::s
     const int error = protocol::send_with_fd(socket_.get(), frame, directory_fd);
     if (const int r = set_nonblocking(socket_.get(), true); r < 0)
         return fail(why, errno_message("cannot make the socket non-blocking", r));
-    if (error == EPIPE || error == ECONNRESET) {
-        write_error_ = -error;  // the daemon's ERROR, if any, is still to be read
+    if (error == -EPIPE || error == -ECONNRESET) {
+        write_error_ = error;  // the daemon's ERROR, if any, is still to be read
         return true;
     }
-    if (error == ETOOMANYREFS)
+    if (error == -ETOOMANYREFS)
         return fail(why, "cannot pass the working directory to ptyvisord: the kernel refused "
                          "(ETOOMANYREFS), because this account has more descriptors in flight "
                          "than its file limit allows; another of its processes is holding "
@@ -334,11 +336,11 @@ bool Connection::read_events(std::vector<Event>& events, std::string& why) {
     events.clear();
     if (finished_) return true;
     const auto r = protocol::receive_with_fds(socket_.get(), read_buffer_);
-    if (r.error == EAGAIN || r.error == EWOULDBLOCK || r.error == EINTR) return true;
+    if (r.error == -EAGAIN || r.error == -EWOULDBLOCK || r.error == -EINTR) return true;
     // A Unix stream socket reports ECONNRESET instead of end of file when the daemon closed
     // with our frames unread in its queue (after an ERROR, say). Everything it sent before
     // closing has been read by then, so this is the end of the stream like any other.
-    const bool eof = r.eof || r.error == ECONNRESET;
+    const bool eof = r.eof || r.error == -ECONNRESET;
     if (r.error != 0 && !eof) return fail(why, errno_message("cannot read from the daemon", r.error));
     // r.fds closes every received descriptor when r goes out of scope.
     if (!r.fds.empty() || r.control_truncated) {

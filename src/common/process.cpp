@@ -140,7 +140,8 @@ std::optional<std::string> PidRef::cgroup() const {
 }
 
 int PidRef::signal(int sig) const {
-    return pidfd_ ? pidfd_send_signal(pidfd_.get(), sig) : ::kill(pid_, sig);
+    const int r = pidfd_ ? pidfd_send_signal(pidfd_.get(), sig) : ::kill(pid_, sig);
+    return r < 0 ? -errno : 0;
 }
 
 std::optional<std::string> cgroup2_mount() {

@@ -51,7 +51,7 @@ public:
     [[nodiscard]] bool confirm() const;
     // The process's cgroup v2 path, read and then confirmed.
     [[nodiscard]] std::optional<std::string> cgroup() const;
-    // Sends `sig` to the pinned process. 0, or -1 with errno.
+    // Sends `sig` to the pinned process. Returns 0 or -errno.
     int signal(int sig) const;
 
 private:

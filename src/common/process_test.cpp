@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <string>
@@ -121,6 +122,7 @@ TEST(PidRef, ADeadProcessIsNotConfirmedEitherWay) {
     EXPECT_FALSE(by_pid->confirm());
     EXPECT_FALSE(by_pid->cgroup());
     child.reap();
+    EXPECT_EQ(by_pidfd->signal(0), -ESRCH);
     EXPECT_FALSE(by_pid->confirm());
     EXPECT_FALSE(PidRef::pin(child.pid()));
     EXPECT_FALSE(PidRef::pin_by_pid(child.pid()));

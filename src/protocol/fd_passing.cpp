@@ -18,20 +18,12 @@ constexpr int kScmPidfd = 0x04;
 // send_with_fd). The limit is put back at once: the caller's process keeps its own.
 long send_once_with_raised_nofile(int socket, std::span<const std::uint8_t> bytes, int fd) {
     rlimit saved{};
-    if (::getrlimit(RLIMIT_NOFILE, &saved) != 0 || saved.rlim_cur == saved.rlim_max) {
-        errno = ETOOMANYREFS;
-        return -1;
-    }
+    if (::getrlimit(RLIMIT_NOFILE, &saved) != 0 || saved.rlim_cur == saved.rlim_max) return -ETOOMANYREFS;
     rlimit raised = saved;
     raised.rlim_cur = saved.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) {
-        errno = ETOOMANYREFS;
-        return -1;
-    }
+    if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) return -ETOOMANYREFS;
     const long n = send_once(socket, bytes, fd);
-    const int error = errno;
     ::setrlimit(RLIMIT_NOFILE, &saved);
-    errno = error;
     return n;
 }
 
@@ -56,7 +48,7 @@ Received receive_with_fds(int socket, std::span<std::uint8_t> buffer) {
         n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     } while (n < 0 && errno == EINTR);
     if (n < 0) {
-        r.error = errno;
+        r.error = -errno;
         return r;
     }
     // Take ownership of every installed descriptor before judging anything else. A pidfd
@@ -98,7 +90,8 @@ long send_once(int socket, std::span<const std::uint8_t> bytes, int fd, int flag
         c->cmsg_len = CMSG_LEN(sizeof(int));
         std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
     }
-    return ::sendmsg(socket, &msg, MSG_NOSIGNAL | flags);
+    const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL | flags);
+    return n < 0 ? -errno : n;
 }
 
 int send_with_fd(int socket, std::span<const std::uint8_t> bytes, int fd) {
@@ -106,12 +99,9 @@ int send_with_fd(int socket, std::span<const std::uint8_t> bytes, int fd) {
     bool fd_sent = fd < 0;
     while (sent < bytes.size()) {
         long n = send_once(socket, bytes.subspan(sent), fd_sent ? -1 : fd);
-        if (n < 0 && errno == ETOOMANYREFS && !fd_sent)
-            n = send_once_with_raised_nofile(socket, bytes.subspan(sent), fd);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return errno;
-        }
+        if (n == -ETOOMANYREFS && !fd_sent) n = send_once_with_raised_nofile(socket, bytes.subspan(sent), fd);
+        if (n == -EINTR) continue;
+        if (n < 0) return static_cast<int>(n);
         fd_sent = true;
         sent += static_cast<std::size_t>(n);
     }

@@ -19,17 +19,17 @@ struct Received {
     std::vector<UniqueFd> fds;    // every descriptor this recvmsg installed, close-on-exec
     bool eof = false;             // the peer closed its end
     bool control_truncated = false;  // MSG_CTRUNC: the sender's ancillary data did not fit
-    int error = 0;                // errno of a failed recvmsg (EAGAIN included); 0 on success
+    int error = 0;                // -errno of a failed recvmsg (-EAGAIN included); 0 on success
 };
 
 Received receive_with_fds(int socket, std::span<std::uint8_t> buffer);
 
 // One sendmsg(2) of `bytes`, with `fd` (when >= 0) attached as SCM_RIGHTS, MSG_NOSIGNAL
-// and `flags` added. Returns what sendmsg returns (bytes sent, or -1 with errno).
+// and `flags` added. Returns the bytes sent, or -errno.
 long send_once(int socket, std::span<const std::uint8_t> bytes, int fd, int flags = 0);
 
 // Sends all of `bytes` with `fd` attached to the first byte (blocking socket expected).
-// Returns 0 or an errno.
+// Returns 0 or -errno.
 //
 // The kernel refuses SCM_RIGHTS with ETOOMANYREFS once the sender's account has more
 // descriptors in flight (sent, not yet received, on any socket) than the sender's

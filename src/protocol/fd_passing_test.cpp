@@ -227,7 +227,7 @@ TEST_P(FdCount, StartWithNFdsDeliversExactlyThoseAndClosesThem) {
         {
             Bytes buffer(kMaxPayloadSize);
             auto r = receive_with_fds(pair.receiver.get(), buffer);
-            EXPECT_EQ(r.error, 0) << std::strerror(r.error);
+            EXPECT_EQ(r.error, 0) << std::strerror(-r.error);
             EXPECT_FALSE(r.eof);
             EXPECT_FALSE(r.control_truncated);
             ASSERT_EQ(r.bytes, wire.size());
@@ -513,7 +513,7 @@ TEST(FdPassing, ReceiveOnAnEmptySocketIsEagainWithoutFds) {
     auto pair = socket_pair();
     Bytes buffer(16);
     const auto r = receive_with_fds(pair.receiver.get(), buffer);
-    EXPECT_EQ(r.error, EAGAIN);
+    EXPECT_EQ(r.error, -EAGAIN);
     EXPECT_FALSE(r.eof);
     EXPECT_TRUE(r.fds.empty());
 }
@@ -521,7 +521,7 @@ TEST(FdPassing, ReceiveOnAnEmptySocketIsEagainWithoutFds) {
 TEST(FdPassing, ReceiveOnABadSocketReportsTheError) {
     Bytes buffer(16);
     const auto r = receive_with_fds(-1, buffer);
-    EXPECT_EQ(r.error, EBADF);
+    EXPECT_EQ(r.error, -EBADF);
     EXPECT_TRUE(r.fds.empty());
 }
 
@@ -555,7 +555,7 @@ TEST(SendWithFd, DeliversExactlyOneUsableFd) {
             ASSERT_EQ(::read(read_end.get(), got, 2), 2);
             EXPECT_EQ(std::string_view(got, 2), "hi");
             // Nothing further is queued.
-            EXPECT_EQ(receive_with_fds(pair.receiver.get(), buffer).error, EAGAIN);
+            EXPECT_EQ(receive_with_fds(pair.receiver.get(), buffer).error, -EAGAIN);
         }
         EXPECT_EQ(open_fd_count(), before);
     }
@@ -600,7 +600,7 @@ TEST(SendWithFd, ClosedPeerIsAnErrorNotASignal) {
     const Bytes wire = start_frame();
     UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
     ASSERT_TRUE(devnull);
-    EXPECT_EQ(send_with_fd(pair.sender.get(), wire, devnull.get()), EPIPE);
+    EXPECT_EQ(send_with_fd(pair.sender.get(), wire, devnull.get()), -EPIPE);
 }
 
 // Another process of the account stuffs a socket nobody reads with descriptors until the
@@ -624,7 +624,7 @@ TEST(SendWithFd, GetsThroughAnAccountStuffedWithFdsInFlight) {
         if (!refused) return 11;
 
         const Bytes wire = start_frame();
-        if (send_once(pair.sender.get(), wire, dir.get()) >= 0 || errno != ETOOMANYREFS) return 12;
+        if (send_once(pair.sender.get(), wire, dir.get()) != -ETOOMANYREFS) return 12;
         if (send_with_fd(pair.sender.get(), wire, dir.get()) != 0) return 13;
         rlimit after{};
         if (::getrlimit(RLIMIT_NOFILE, &after) != 0 || after.rlim_cur != small.rlim_cur) return 14;
@@ -638,7 +638,7 @@ TEST(SendWithFd, GetsThroughAnAccountStuffedWithFdsInFlight) {
         // No headroom (soft == hard): the refusal is reported as it is.
         const rlimit tight{soft, soft};
         if (::setrlimit(RLIMIT_NOFILE, &tight) != 0) return 16;
-        if (send_with_fd(pair.sender.get(), wire, dir.get()) != ETOOMANYREFS) return 17;
+        if (send_with_fd(pair.sender.get(), wire, dir.get()) != -ETOOMANYREFS) return 17;
         return 0;
     });
     EXPECT_EQ(code, 0) << "see the numbered steps in the test";
@@ -667,11 +667,11 @@ TEST(SendWithFd, LargeSendAttachesTheFdOnce) {
         for (;;) {
             pollfd pfd{pair.receiver.get(), POLLIN, 0};
             if (::poll(&pfd, 1, 10000) != 1) {
-                receive_error = ETIMEDOUT;
+                receive_error = -ETIMEDOUT;
                 break;
             }
             auto r = receive_with_fds(pair.receiver.get(), buffer);
-            if (r.error == EAGAIN) continue;
+            if (r.error == -EAGAIN) continue;
             if (r.error != 0) {
                 receive_error = r.error;
                 break;
@@ -682,7 +682,7 @@ TEST(SendWithFd, LargeSendAttachesTheFdOnce) {
         }
         pair.receiver.reset();  // unblocks the sender if we stopped early
         sender.join();
-        EXPECT_EQ(receive_error, 0) << std::strerror(receive_error);
+        EXPECT_EQ(receive_error, 0) << std::strerror(-receive_error);
         EXPECT_EQ(send_result, 0);
         EXPECT_EQ(bytes, payload.size());
         EXPECT_EQ(fds, 1u);

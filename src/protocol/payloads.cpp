@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "common/utf8.h"
 #include "protocol/json_members.h"
 
 namespace ptyvisor::protocol {
@@ -163,49 +164,20 @@ constexpr std::array<std::pair<ExitReason, std::string_view>, 10> kReasons{{
 // Replaces invalid UTF-8 rather than throw: a message may quote hostile bytes.
 using json_members::dump;
 
-// The length of the valid UTF-8 sequence at the start of `text`, or 0 (RFC 3629: no overlong
-// forms, no surrogates, nothing above U+10FFFF).
-std::size_t utf8_sequence_length(std::string_view text) {
-    const auto b0 = static_cast<std::uint8_t>(text[0]);
-    if (b0 < 0x80) return 1;
-    std::size_t len = 0;
-    std::uint8_t lo = 0x80, hi = 0xBF;  // the second byte's range
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        len = 2;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        len = 3;
-        if (b0 == 0xE0) lo = 0xA0;
-        if (b0 == 0xED) hi = 0x9F;
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        len = 4;
-        if (b0 == 0xF0) lo = 0x90;
-        if (b0 == 0xF4) hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (text.size() < len) return 0;
-    const auto b1 = static_cast<std::uint8_t>(text[1]);
-    if (b1 < lo || b1 > hi) return 0;
-    for (std::size_t k = 2; k < len; ++k)
-        if ((static_cast<std::uint8_t>(text[k]) & 0xC0) != 0x80) return 0;
-    return len;
-}
-
 // `text` with NUL and each byte that starts no valid UTF-8 sequence replaced by U+FFFD: what
 // the JSON encoder would otherwise do after the text had been measured against its bound,
 // and what no decoder accepts.
 std::string valid_text(std::string_view text) {
-    static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
     std::string out;
     out.reserve(text.size());
     while (!text.empty()) {
-        const std::size_t n = text.front() == '\0' ? 0 : utf8_sequence_length(text);
-        if (n == 0) {
-            out += kReplacement;
+        const utf8::Sequence s = utf8::next(text);
+        if (text.front() == '\0' || s.kind != utf8::Sequence::Kind::Character) {
+            out += utf8::kReplacement;
             text.remove_prefix(1);
         } else {
-            out.append(text.substr(0, n));
-            text.remove_prefix(n);
+            out.append(text.substr(0, s.length));
+            text.remove_prefix(s.length);
         }
     }
     return out;

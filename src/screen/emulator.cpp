@@ -11,6 +11,8 @@ extern "C" {
 #include <utility>
 #include <vector>
 
+#include "common/utf8.h"
+
 namespace ptyvisor::screen {
 namespace {
 
@@ -35,14 +37,12 @@ void append_utf8(std::string& out, std::uint32_t cp) {
     }
 }
 
-// Decodes the next code point of text we encoded ourselves (always valid UTF-8).
-std::uint32_t next_code_point(const std::string& s, std::size_t& i) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    int extra = b < 0x80 ? 0 : b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3;
-    std::uint32_t cp = extra == 0 ? b : extra == 1 ? (b & 0x1f) : extra == 2 ? (b & 0x0f) : (b & 0x07);
-    ++i;
-    while (extra-- > 0 && i < s.size()) cp = cp << 6 | (static_cast<unsigned char>(s[i++]) & 0x3f);
-    return cp;
+// The code point at s[i], advancing `i` past it; U+FFFD for an ill-formed part (never in the
+// text we encoded ourselves).
+std::uint32_t next_code_point(std::string_view s, std::size_t& i) {
+    const utf8::Sequence sequence = utf8::next(s.substr(i));
+    i += sequence.length;
+    return sequence.kind == utf8::Sequence::Kind::Character ? sequence.code_point : 0xfffd;
 }
 
 // Appends one cell's characters; a blank cell is a space, a wide character's right half
@@ -119,28 +119,10 @@ struct Emulator::Callbacks {
             case VTERM_PROP_TITLE: {
                 e.title_.clear();
                 // Titles are shown as text: control characters and invalid bytes never pass.
-                std::string raw = val->string ? val->string : "";
+                const std::string_view raw = val->string ? val->string : "";
                 std::size_t i = 0;
-                while (i < raw.size() && e.title_.size() < protocol::kMaxTitleLength - 4) {
-                    const auto b = static_cast<unsigned char>(raw[i]);
-                    if (b < 0x80) {
-                        append_utf8(e.title_, b);
-                        ++i;
-                        continue;
-                    }
-                    // Keep well-formed multi-byte sequences, replace anything else.
-                    const int len = (b & 0xe0) == 0xc0 ? 2 : (b & 0xf0) == 0xe0 ? 3 : (b & 0xf8) == 0xf0 ? 4 : 1;
-                    bool ok = len > 1 && i + len <= raw.size();
-                    for (int k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(raw[i + k]) & 0xc0) == 0x80;
-                    if (ok) {
-                        std::size_t j = i;
-                        append_utf8(e.title_, next_code_point(raw, j));
-                        i += len;
-                    } else {
-                        append_utf8(e.title_, 0xfffd);
-                        ++i;
-                    }
-                }
+                while (i < raw.size() && e.title_.size() < protocol::kMaxTitleLength - 4)
+                    append_utf8(e.title_, next_code_point(raw, i));  // U+FFFD for an ill-formed part
                 break;
             }
             default: break;
@@ -204,7 +186,7 @@ Emulator::~Emulator() { vterm_free(vt_); }
 
 void Emulator::feed(std::span<const std::uint8_t> bytes) {
     filtered_.clear();
-    utf8_.filter(bytes, filtered_);
+    utf8_.decode(bytes, filtered_);
     if (!filtered_.empty()) vterm_input_write(vt_, filtered_.data(), filtered_.size());
 }
 

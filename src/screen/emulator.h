@@ -18,8 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/utf8.h"
 #include "protocol/screen_payloads.h"
-#include "screen/utf8_filter.h"
 
 struct VTerm;
 struct VTermScreen;
@@ -69,7 +69,12 @@ class Emulator {
     std::uint16_t cols_, rows_;
     std::uint32_t scrollback_limit_;
     std::deque<ScrollLine> scrollback_;
-    Utf8Filter utf8_;        // libvterm 0.1.4 is fed whole, well-formed characters only
+    // libvterm 0.1.4 (Debian 12's) decodes UTF-8 into an array of one code point per input
+    // byte. A character left unfinished by one write, then followed by ASCII in the next,
+    // makes it store two code points for one byte (U+FFFD, then the letter): one past the
+    // array, on the stack (found by fuzz_screen against an instrumented build of that
+    // libvterm). So libvterm is fed whole, well-formed characters only, through this.
+    utf8::StreamDecoder utf8_;
     std::string filtered_;   // reused by feed()
     std::string answers_;
     std::string title_;

@@ -164,8 +164,19 @@ TEST(Emulator, AScrollRegionBelowTheNewBottomIsResetByTheResize) {
     EXPECT_EQ(s.cursor_row, 3);
 }
 
+// A title is shown as text: characters kept, ill-formed bytes one U+FFFD per maximal subpart
+// (an overlong "A" is not an "A"), control characters replaced.
+TEST(Emulator, ATitleKeepsCharactersAndReplacesTheRest) {
+    Emulator e(20, 2, 0);
+    feed(e, "\x1b]2;\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80\x07");
+    EXPECT_EQ(e.snapshot(0, false).title, "\xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80");
+    feed(e, "\x1b]2;a\xc1\x81" "b\xe2\x82" "c\xc2\x85" "d\x07");
+    const std::string fffd = "\xef\xbf\xbd";
+    EXPECT_EQ(e.snapshot(0, false).title, "a" + fffd + fffd + "b" + fffd + "c" + fffd + "d");
+}
+
 // An unfinished character at the end of one write and ASCII at the start of the next
-// overflowed libvterm 0.1.4's code point array (utf8_filter.h): it shows as one U+FFFD.
+// overflowed libvterm 0.1.4's code point array (emulator.h): it shows as one U+FFFD.
 TEST(Emulator, ACharacterLeftUnfinishedBetweenWritesIsOneReplacement) {
     Emulator e(20, 2, 0);
     feed(e, "hello\xe2\x82");

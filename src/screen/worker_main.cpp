@@ -45,7 +45,7 @@ int serve() {
         pollfd in{kSocket, POLLIN, 0};
         if (::poll(&in, 1, -1) < 0 && errno != EINTR) return 1;
         auto got = protocol::receive_with_fds(kSocket, buffer);
-        if (got.error == EINTR || got.error == EAGAIN) continue;
+        if (got.error == -EINTR || got.error == -EAGAIN) continue;
         if (got.error || got.eof || got.control_truncated) return got.eof ? 0 : 1;
         for (auto& fd : got.fds) fds.push_back(std::move(fd));
         pending.insert(pending.end(), buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(got.bytes));

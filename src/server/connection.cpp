@@ -175,7 +175,7 @@ void Connection::receive() {
     std::uint8_t buffer[protocol::kHeaderSize + protocol::kMaxIoPayloadSize];
     for (int reads = 0; stage_ != Stage::Closed && reading() && reads < kReadsPerWakeup; ++reads) {
         auto got = protocol::receive_with_fds(socket_.get(), buffer);
-        if (got.error == EAGAIN || got.error == EINTR) break;
+        if (got.error == -EAGAIN || got.error == -EINTR) break;
         if (got.error != 0) {
             socket_eof_ = true;
             break;
@@ -378,7 +378,7 @@ void Connection::deliver_signals() {
         if (request.target != protocol::SignalTarget::Foreground) continue;
         return send_error(ErrorCode::NotAllowed, "SIGNAL " + std::to_string(request.signal) +
                                                      ": the terminal's foreground process group " + std::to_string(group) +
-                                                     (e == EPERM ? " is not the agent's" : " has no process in the session"));
+                                                     (e == -EPERM ? " is not the agent's" : " has no process in the session"));
     }
     signal_timer_.reset();
 }

@@ -254,7 +254,7 @@ void Connection::deliver_kill_signal() {
     signal_timer_.reset();
     pid_t group = -1;
     const int e = session->signal({signal, protocol::SignalTarget::Session}, group);
-    if (e == EPERM) return send_error(ErrorCode::NotAllowed, "no process of the session is the agent's");
+    if (e == -EPERM) return send_error(ErrorCode::NotAllowed, "no process of the session is the agent's");
     reply(FrameType::Killed, protocol::encode(protocol::KillReply{session->id(), wire_state(*session), {}}));
 }
 

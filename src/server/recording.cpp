@@ -17,42 +17,7 @@
 namespace ptyvisor::server {
 namespace {
 
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 constexpr std::uint64_t kExpiryIntervalUsec = 3600ull * 1000 * 1000;
-
-// The sequence that starts at p[0], by Unicode's table 3-7 of well-formed UTF-8: a whole
-// character (its length), a maximal ill-formed subpart (its length, at least 1), or a valid
-// prefix cut short by the end of the bytes.
-struct Step {
-    enum Kind { Char, Bad, Short } kind;
-    std::size_t length;
-};
-
-Step step(const std::uint8_t* p, std::size_t n) {
-    const std::uint8_t b = p[0];
-    if (b < 0x80) return {Step::Char, 1};
-    std::size_t length = 0;
-    std::uint8_t lo = 0x80, hi = 0xBF;  // of the second byte
-    if (b >= 0xC2 && b <= 0xDF) {
-        length = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-        length = 3;
-        if (b == 0xE0) lo = 0xA0;       // no overlong forms
-        else if (b == 0xED) hi = 0x9F;  // no surrogates
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        length = 4;
-        if (b == 0xF0) lo = 0x90;       // no overlong forms
-        else if (b == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
-    } else {
-        return {Step::Bad, 1};  // 80..C1, F5..FF never start a character
-    }
-    for (std::size_t i = 1; i < length; ++i) {
-        if (i >= n) return {Step::Short, i};
-        const std::uint8_t c = p[i];
-        if (c < (i == 1 ? lo : 0x80) || c > (i == 1 ? hi : 0xBF)) return {Step::Bad, i};
-    }
-    return {Step::Char, length};
-}
 
 std::string seconds_text(std::uint64_t usec) {
     char buffer[32];
@@ -61,66 +26,7 @@ std::string seconds_text(std::uint64_t usec) {
     return buffer;
 }
 
-// Valid UTF-8 for the header's strings (argv and TERM are the client's bytes).
-std::string utf8(std::string_view bytes) {
-    Utf8Decoder decoder;
-    std::string out;
-    decoder.decode({reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()}, out);
-    decoder.flush(out);
-    return out;
-}
-
 }  // namespace
-
-// ---- Utf8Decoder -------------------------------------------------------------------------
-
-void Utf8Decoder::decode(std::span<const std::uint8_t> bytes, std::string& out) {
-    std::size_t i = 0;
-    // First complete (or give up) the sequence carried from the last call, a byte at a time.
-    while (carry_size_ > 0 && i < bytes.size()) {
-        carry_[carry_size_++] = bytes[i];
-        const Step s = step(carry_, carry_size_);
-        if (s.kind == Step::Short) {
-            ++i;
-        } else if (s.kind == Step::Char) {
-            out.append(reinterpret_cast<const char*>(carry_), s.length);
-            carry_size_ = 0;
-            ++i;
-        } else {
-            // The carried bytes were a valid prefix: the new byte breaks it, and starts anew.
-            out += kReplacement;
-            carry_size_ = 0;
-        }
-    }
-    const std::uint8_t* p = bytes.data();
-    const std::size_t n = bytes.size();
-    while (i < n) {
-        std::size_t ascii = i;
-        while (ascii < n && p[ascii] < 0x80) ++ascii;
-        if (ascii > i) {
-            out.append(reinterpret_cast<const char*>(p + i), ascii - i);
-            i = ascii;
-            continue;
-        }
-        const Step s = step(p + i, n - i);
-        if (s.kind == Step::Char) {
-            out.append(reinterpret_cast<const char*>(p + i), s.length);
-        } else if (s.kind == Step::Bad) {
-            out += kReplacement;
-        } else {
-            std::memcpy(carry_, p + i, n - i);
-            carry_size_ = n - i;
-            return;
-        }
-        i += s.length;
-    }
-}
-
-void Utf8Decoder::flush(std::string& out) {
-    if (carry_size_ == 0) return;
-    out += kReplacement;
-    carry_size_ = 0;
-}
 
 std::string json_string(std::string_view text) {
     std::string out;
@@ -156,8 +62,8 @@ int Recorder::create(int directory, Setup setup, std::unique_ptr<Recorder>& out)
     std::string line = "{\"version\": 2, \"width\": " + std::to_string(setup.size.cols) +
                        ", \"height\": " + std::to_string(setup.size.rows) +
                        ", \"timestamp\": " + std::to_string(setup.timestamp) +
-                       ", \"command\": " + json_string(utf8(setup.command)) + ", \"env\": {";
-    if (setup.term) line += "\"TERM\": " + json_string(utf8(*setup.term));
+                       ", \"command\": " + json_string(utf8::replace_invalid(setup.command)) + ", \"env\": {";
+    if (setup.term) line += "\"TERM\": " + json_string(utf8::replace_invalid(*setup.term));
     line += "}}\n";
 
     UniqueFd file(::openat(directory, setup.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));

@@ -53,28 +53,12 @@
 
 #include "common/event.h"
 #include "common/unique_fd.h"
+#include "common/utf8.h"
 #include "protocol/payloads.h"
 #include "server/config.h"
 #include "server/output_log.h"
 
 namespace ptyvisor::server {
-
-// Bytes to UTF-8 text, in pieces, as Python's incremental "replace" decoder (asciinema's)
-// does it: each maximal subpart of an ill-formed sequence (Unicode, chapter 3, "U+FFFD
-// Substitution of Maximal Subparts") becomes one U+FFFD.
-class Utf8Decoder {
-public:
-    // Appends the text of the carried bytes and `bytes` to `out`. An incomplete sequence at
-    // the end is not decoded: it is carried to the next call.
-    void decode(std::span<const std::uint8_t> bytes, std::string& out);
-    // The stream ended: a carried incomplete sequence becomes one U+FFFD.
-    void flush(std::string& out);
-    [[nodiscard]] std::size_t carried() const { return carry_size_; }
-
-private:
-    std::uint8_t carry_[4] = {};
-    std::size_t carry_size_ = 0;  // at most 3, a valid prefix
-};
 
 // `text`, valid UTF-8, as a JSON string (quotes included), escaped as Python's json.dumps
 // with ensure_ascii=False escapes it: '"', '\\' and the control characters below 0x20.
@@ -135,7 +119,7 @@ private:
     Setup setup_;
     std::uint64_t start_usec_;
     std::uint64_t written_;
-    Utf8Decoder decoder_;
+    utf8::StreamDecoder decoder_;  // as Python's incremental "replace" decoder (asciinema's)
     std::string text_;  // reused for each event's text
 };
 

@@ -28,14 +28,6 @@ std::span<const std::uint8_t> bytes(std::string_view s) {
     return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
 }
 
-std::string decoded(std::string_view s) {
-    Utf8Decoder d;
-    std::string out;
-    d.decode(bytes(s), out);
-    d.flush(out);
-    return out;
-}
-
 const std::string kFFFD = "\xEF\xBF\xBD";
 
 class RecorderFile : public ::testing::Test {
@@ -174,50 +166,6 @@ TEST_F(RecorderFile, AUtf8CharacterSplitAcrossReadsIsCarriedToTheNextEvent) {
     EXPECT_EQ(e[1][2], euro + "5 ");
     EXPECT_EQ(e[2][2], smile + "!");
     EXPECT_EQ(output_text(), "price: " + euro + "5 " + smile + "!");
-}
-
-// What Python's "replace" decoder (asciinema's) makes of them.
-TEST(Utf8Decoder, ReplacesEachMaximalIllFormedSubpartAsPythonDoes) {
-    EXPECT_EQ(decoded("a\xff" "b"), "a" + kFFFD + "b");
-    EXPECT_EQ(decoded("\xE2\x82" "A"), kFFFD + "A");
-    EXPECT_EQ(decoded("\xED\xA0\x80"), kFFFD + kFFFD + kFFFD);  // a surrogate
-    EXPECT_EQ(decoded("\xC0\xAF"), kFFFD + kFFFD);              // overlong
-    EXPECT_EQ(decoded("\xE0\x80\x80"), kFFFD + kFFFD + kFFFD);
-    EXPECT_EQ(decoded("\xF4\x90\x80\x80"), kFFFD + kFFFD + kFFFD + kFFFD);  // above U+10FFFF
-    EXPECT_EQ(decoded("\xF0\x9F\x98"), kFFFD);  // cut short by the end
-    EXPECT_EQ(decoded("\x80\x80"), kFFFD + kFFFD);
-    EXPECT_EQ(decoded("\xE2\x82\xE2\x82\xAC"), kFFFD + "\xE2\x82\xAC");
-    EXPECT_EQ(decoded("\xF5\xFE"), kFFFD + kFFFD);
-    EXPECT_EQ(decoded("\xF0\x9F\x98\x80\xE2\x82\xAC"), "\xF0\x9F\x98\x80\xE2\x82\xAC");
-}
-
-TEST(Utf8Decoder, ACarriedPrefixBrokenByTheNextReadIsReplacedOnce) {
-    Utf8Decoder d;
-    std::string out;
-    d.decode(bytes("\xE2"), out);
-    d.decode(bytes("\x82"), out);
-    EXPECT_EQ(out, "");
-    EXPECT_EQ(d.carried(), 2u);
-    d.decode(bytes("A\xF0"), out);
-    EXPECT_EQ(out, kFFFD + "A");
-    EXPECT_EQ(d.carried(), 1u);
-    d.decode(bytes("\xFF"), out);  // neither a continuation nor a start
-    EXPECT_EQ(out, kFFFD + "A" + kFFFD + kFFFD);
-    EXPECT_EQ(d.carried(), 0u);
-}
-
-TEST(Utf8Decoder, EveryByteSplitOfValidTextDecodesToItself) {
-    const std::string text = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80z";
-    for (std::size_t cut = 0; cut <= text.size(); ++cut)
-        for (std::size_t cut2 = cut; cut2 <= text.size(); ++cut2) {
-            Utf8Decoder d;
-            std::string out;
-            d.decode(bytes(std::string_view(text).substr(0, cut)), out);
-            d.decode(bytes(std::string_view(text).substr(cut, cut2 - cut)), out);
-            d.decode(bytes(std::string_view(text).substr(cut2)), out);
-            d.flush(out);
-            EXPECT_EQ(out, text) << cut << " " << cut2;
-        }
 }
 
 TEST_F(RecorderFile, InvalidBytesAreReplacedAndTheFileStaysValid) {

@@ -191,8 +191,8 @@ void ScreenBroker::flush() {
         auto& m = outgoing_.front();
         const auto rest = std::span(m.bytes).subspan(m.sent);
         const long n = protocol::send_once(socket_.get(), rest, m.sent == 0 ? m.fd.get() : -1, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) break;
+        if (n == -EINTR) continue;
+        if (n == -EAGAIN) break;
         if (n <= 0) return worker_.kill("cannot write to it");
         m.sent += static_cast<std::size_t>(n);
         backlog_bytes_ -= static_cast<std::size_t>(n);

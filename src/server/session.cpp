@@ -265,7 +265,7 @@ std::uint64_t Session::signal_wait_usec() const {
 }
 
 int Session::signal(const protocol::SignalRequest& request, pid_t& group) {
-    if (!backend_session_) return ESRCH;
+    if (!backend_session_) return -ESRCH;
     const std::uint64_t began = monotonic_usec();
     int e = 0;
     if (request.target != protocol::SignalTarget::Foreground) {

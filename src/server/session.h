@@ -155,7 +155,7 @@ public:
     void write_input(std::span<const std::uint8_t> bytes);
     [[nodiscard]] bool input_full() const;
     bool resize(protocol::WindowSize size);
-    // 0, or ESRCH / EPERM as backends::Session::signal_* say. Each call walks the
+    // 0, or -ESRCH / -EPERM as backends::Session::signal_* say. Each call walks the
     // session's processes (/proc for each member), so its cost is chosen by the client:
     // callers ask signal_wait_usec() first and deliver only when it is 0.
     int signal(const protocol::SignalRequest& request, pid_t& group);

@@ -46,7 +46,7 @@ protected:
         auto c = connect_as_account();
         if (!c) return frames;
         if (const int e = c->send_frame(type, payload); e != 0) {
-            ADD_FAILURE() << "send: " << std::strerror(e);
+            ADD_FAILURE() << "send: " << std::strerror(-e);
             return frames;
         }
         for (;;) {

@@ -600,7 +600,7 @@ AgentResult run_agent(const std::function<UniqueFd()>& connect, int cwd_fd,
                 if (auto e = c.expect_error(Millis(10000), &seen))
                     what = "ERROR " + std::string(protocol::to_string(e->code));
                 else
-                    what = std::string("send START: ") + std::strerror(err);
+                    what = std::string("send START: ") + std::strerror(-err);
             } else if (!c.expect_started(Millis(20000), &seen)) {
                 what = seen.substr(0, seen.find(' ', 6));
                 if (what.rfind("ERROR", 0) == 0) what = "ERROR " + error_code_in(seen);

@@ -219,7 +219,7 @@ Outcome exchange(int sock, const Bytes& stream, int fd, rel::Rng& rng, Millis ti
             if (n > 0) {
                 sent += static_cast<std::size_t>(n);
                 fd_sent = true;
-            } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            } else if (n < 0 && n != -EAGAIN && n != -EINTR) {
                 write_open = false;  // the daemon closed; read what it said
             }
         }

@@ -186,9 +186,9 @@ public:
           records_(o.state_directory, {o.unit_prefix, root_ ? root_->path() : std::string()}) {}
 
     int prepare(std::string& why) {
-        if (const int e = records_.prepare(); e != 0) {
-            why = "cannot create " + options_.state_directory + "/sessions: " + private_directory_error(-e);
-            return -e;
+        if (const int r = records_.prepare(); r < 0) {
+            why = "cannot create " + options_.state_directory + "/sessions: " + private_directory_error(r);
+            return r;
         }
         if (!root_) {
             log_warning("no writable cgroup v2: direct sessions are tracked by process group");
@@ -213,12 +213,10 @@ public:
         std::string cgroup;
         UniqueFd procs;
         if (root_) {
-            const auto path = direct::create_session_cgroup(*root_, spec.unit_name);
-            if (!path) {
-                why = "cannot create the session cgroup: " + std::string(std::strerror(errno));
+            if (const int r = direct::create_session_cgroup(*root_, spec.unit_name, cgroup); r < 0) {
+                why = "cannot create the session cgroup: " + std::string(std::strerror(-r));
                 return nullptr;
             }
-            cgroup = *path;
             procs.reset(::open(cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
             if (!procs) {
                 why = "cannot open the session cgroup: " + std::string(std::strerror(errno));
@@ -234,8 +232,8 @@ public:
         }
         SessionRecord record{spec.unit_name, cgroup, spawned.pid,
                              direct::process_start_time(spawned.pid).value_or(0)};
-        if (const int e = records_.write(record); e != 0)
-            log_warning("cannot record session", {{"UNIT", spec.unit_name}, {"ERROR", std::strerror(e)}});
+        if (const int r = records_.write(record); r < 0)
+            log_warning("cannot record session", {{"UNIT", spec.unit_name}, {"ERROR", std::strerror(-r)}});
         const std::string cgroup_path = root_ ? root_->relative() + "/" + spec.unit_name : std::string();
         auto session = std::make_unique<DirectSession>(*this, options_.event, spec.unit_name, cgroup,
                                                        cgroup_path, spec.account.uid, std::move(spawned),
@@ -352,8 +350,8 @@ void DirectSession::discard() {
 void DirectSession::stop(Clock::time_point deadline, std::function<void(bool, std::string)> done) {
     stop_done_ = std::move(done);
     if (!cgroup_.empty()) {
-        if (const int e = direct::kill_cgroup(cgroup_); e != 0) {
-            std::string why = "cannot kill cgroup " + cgroup_ + ": " + std::strerror(e);
+        if (const int r = direct::kill_cgroup(cgroup_); r < 0) {
+            std::string why = "cannot kill cgroup " + cgroup_ + ": " + std::strerror(-r);
             add_defer(event_, stop_check_, [this, why] {
                 auto cb = std::move(stop_done_);
                 cb(false, why);
@@ -493,8 +491,8 @@ bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& /*w
     // good. Its cgroup stays, and the next start tries again; the killed processes end once
     // their request is answered.
     for (const auto& c : cgroups) {
-        if (const int e = direct::kill_cgroup(c); e != 0) {
-            log_error("cannot kill an orphan cgroup; quarantined, serving on", {{"CGROUP", c}, {"ERROR", std::strerror(e)}});
+        if (const int r = direct::kill_cgroup(c); r < 0) {
+            log_error("cannot kill an orphan cgroup; quarantined, serving on", {{"CGROUP", c}, {"ERROR", std::strerror(-r)}});
             continue;
         }
         if (!wait_cgroup_empty(c, deadline)) {

@@ -39,16 +39,17 @@ std::vector<std::string> CgroupRoot::children() const {
     return out;
 }
 
-std::optional<std::string> create_session_cgroup(const CgroupRoot& root, const std::string& name) {
-    const std::string path = root.path() + "/" + name;
-    if (::mkdir(path.c_str(), 0755) < 0) return std::nullopt;
-    return path;
+int create_session_cgroup(const CgroupRoot& root, const std::string& name, std::string& path) {
+    std::string created = root.path() + "/" + name;
+    if (::mkdir(created.c_str(), 0755) < 0) return -errno;
+    path = std::move(created);
+    return 0;
 }
 
 int kill_cgroup(const std::string& path) {
     UniqueFd fd(::open((path + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd) return errno == ENOENT ? 0 : errno;
-    if (::write(fd.get(), "1", 1) != 1) return errno;
+    if (!fd) return errno == ENOENT ? 0 : -errno;
+    if (::write(fd.get(), "1", 1) != 1) return -errno;
     return 0;
 }
 
@@ -59,7 +60,7 @@ bool cgroup_empty(const std::string& path) {
 }
 
 int remove_cgroup(const std::string& path) {
-    if (::rmdir(path.c_str()) < 0 && errno != ENOENT) return errno;
+    if (::rmdir(path.c_str()) < 0 && errno != ENOENT) return -errno;
     return 0;
 }
 

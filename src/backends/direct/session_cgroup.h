@@ -35,16 +35,16 @@ private:
     std::string all_sessions_;
 };
 
-// Creates <root>/<name>. Returns the absolute path or nullopt with errno set.
-std::optional<std::string> create_session_cgroup(const CgroupRoot& root, const std::string& name);
+// Creates <root>/<name> and sets `path` to it (absolute). Returns 0 or -errno.
+int create_session_cgroup(const CgroupRoot& root, const std::string& name, std::string& path);
 
-// Writes "1" to cgroup.kill. Returns 0 or an errno.
+// Writes "1" to cgroup.kill; a cgroup already gone counts as success. Returns 0 or -errno.
 int kill_cgroup(const std::string& path);
 
 // True when no process is left in the cgroup (cgroup.events says "populated 0").
 bool cgroup_empty(const std::string& path);
 
-// rmdir; ENOENT counts as success. Returns 0 or an errno.
+// rmdir; ENOENT counts as success. Returns 0 or -errno.
 int remove_cgroup(const std::string& path);
 
 // PIDs listed in cgroup.procs.

@@ -65,14 +65,14 @@ SessionRecords::SessionRecords(std::string state_directory, RecordRules rules)
 
 int SessionRecords::prepare() {
     UniqueFd state;
-    if (const int r = open_private_directory(state_directory_, state); r < 0) return -r;
-    if (const int r = open_private_directory(state.get(), "sessions", directory_); r < 0) return -r;
+    if (const int r = open_private_directory(state_directory_, state); r < 0) return r;
+    if (const int r = open_private_directory(state.get(), "sessions", directory_); r < 0) return r;
     return 0;
 }
 
 int SessionRecords::write(const SessionRecord& r) const {
-    if (!directory_) return EBADF;
-    if (invalid_record_reason(r, rules_)) return EINVAL;  // never write what list() would refuse
+    if (!directory_) return -EBADF;
+    if (invalid_record_reason(r, rules_)) return -EINVAL;  // never write what list() would refuse
     std::ostringstream text;
     text << "unit=" << r.unit << "\ncgroup=" << r.cgroup << "\nleader=" << r.leader
          << "\nstart_time=" << r.start_time << "\n";
@@ -81,11 +81,12 @@ int SessionRecords::write(const SessionRecord& r) const {
     {
         UniqueFd fd(::openat(directory_.get(), temp.c_str(),
                              O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-        if (!fd) return errno;
-        if (::write(fd.get(), data.data(), data.size()) != static_cast<ssize_t>(data.size()))
-            return errno ? errno : EIO;
+        if (!fd) return -errno;
+        const ssize_t n = ::write(fd.get(), data.data(), data.size());
+        if (n < 0) return -errno;
+        if (static_cast<std::size_t>(n) != data.size()) return -EIO;
     }
-    if (::renameat(directory_.get(), temp.c_str(), directory_.get(), r.unit.c_str()) < 0) return errno;
+    if (::renameat(directory_.get(), temp.c_str(), directory_.get(), r.unit.c_str()) < 0) return -errno;
     return 0;
 }
 

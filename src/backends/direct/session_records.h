@@ -46,9 +46,10 @@ public:
     SessionRecords(std::string state_directory, RecordRules rules);
 
     // Creates the directories (0700) and opens the handle every other call works through.
-    // Returns 0 or an errno (EPERM: a directory that is not ours alone).
+    // Returns 0 or -errno (-EPERM: a directory that is not ours alone).
     int prepare();
-    int write(const SessionRecord& record) const;  // atomically (temp file + rename)
+    // Atomically (temp file + rename). Returns 0 or -errno.
+    int write(const SessionRecord& record) const;
     void remove(const std::string& unit) const;
     // Valid records only; every other entry is logged and deleted.
     [[nodiscard]] std::vector<SessionRecord> list() const;

@@ -125,7 +125,7 @@ TEST_F(Records, RecordsDirectoryWritableByOthersIsRefused) {
     ASSERT_EQ(::mkdir((root_ + "/state").c_str(), 0700), 0);
     ASSERT_EQ(::chmod((root_ + "/state").c_str(), 0777), 0);
     SessionRecords records(root_ + "/state", {"ptyvisor", kRoot});
-    EXPECT_EQ(records.prepare(), EPERM);
+    EXPECT_EQ(records.prepare(), -EPERM);
 }
 
 TEST_F(Records, SymlinkedStateDirectoryIsRefused) {

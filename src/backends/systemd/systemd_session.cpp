@@ -465,7 +465,7 @@ SessionMembers SystemdSession::members() {
     // Not learnt at start (the main process was not readable then): try again now.
     if (cgroup_.empty() && !unit_gone_)
         if (const auto main = PidRef::pin(main_pid_)) learn_cgroup(*main);
-    if (cgroup_.empty() || unit_gone_) return m;  // no members: ESRCH
+    if (cgroup_.empty() || unit_gone_) return m;  // no members: -ESRCH
     if (const auto mount = cgroup2_mount()) {
         m.cgroup_dir = *mount + cgroup_;
         m.cgroup = cgroup_;

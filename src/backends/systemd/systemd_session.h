@@ -83,7 +83,7 @@ public:
     [[nodiscard]] pid_t main_pid() const override { return main_pid_; }
     // Not KillUnit: systemd would signal as root, reaching processes the agent could not.
     // The unit's cgroup is learnt from its main process when it starts; before that (or
-    // when the main process had already exited then) these return ESRCH.
+    // when the main process had already exited then) these return -ESRCH.
     int signal_all(int sig) override;
     int signal_foreground_group(pid_t pgid, int sig) override;
     void stop(Clock::time_point deadline, std::function<void(bool ok, std::string why)> done) override;

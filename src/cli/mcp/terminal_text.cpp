@@ -1,70 +1,32 @@
 #include "cli/mcp/terminal_text.h"
 
+#include "common/utf8.h"
+
 namespace ptyvisor::cli::mcp {
 namespace {
 
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 constexpr unsigned char kEsc = 0x1b;
 constexpr unsigned char kBel = 0x07;
 
-enum class Utf8 { Complete, Truncated, Invalid };
-
 bool in(unsigned char c, unsigned char low, unsigned char high) { return c >= low && c <= high; }
-
-// The UTF-8 character at bytes[at] (a byte >= 0x80): Complete with its `length`, Truncated
-// when the chunk ends before it does, or Invalid with the `length` of its ill-formed part
-// (the maximal subpart of Unicode's chapter 3, so that one U+FFFD replaces it).
-Utf8 classify_utf8(std::string_view bytes, std::size_t at, std::size_t& length) {
-    const auto lead = static_cast<unsigned char>(bytes[at]);
-    std::size_t need = 0;
-    unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
-    if (in(lead, 0xC2, 0xDF)) {
-        need = 2;
-    } else if (in(lead, 0xE0, 0xEF)) {
-        need = 3;
-        if (lead == 0xE0) low = 0xA0;
-        if (lead == 0xED) high = 0x9F;  // no surrogates
-    } else if (in(lead, 0xF0, 0xF4)) {
-        need = 4;
-        if (lead == 0xF0) low = 0x90;
-        if (lead == 0xF4) high = 0x8F;  // nothing above U+10FFFF
-    } else {
-        length = 1;
-        return Utf8::Invalid;
-    }
-    for (std::size_t k = 1; k < need; ++k) {
-        if (at + k >= bytes.size()) {
-            length = k;
-            return Utf8::Truncated;
-        }
-        const auto c = static_cast<unsigned char>(bytes[at + k]);
-        const bool ok = k == 1 ? in(c, low, high) : in(c, 0x80, 0xBF);
-        if (!ok) {
-            length = k;
-            return Utf8::Invalid;
-        }
-    }
-    length = need;
-    return Utf8::Complete;
-}
 
 // Appends the character at bytes[at] (>= 0x80) and advances `at`. False when it is cut off
 // by the chunk's end and not `final`: `at` then stays on it.
 bool take_utf8(std::string_view bytes, std::size_t& at, bool final, std::string& text) {
-    std::size_t length = 0;
-    switch (classify_utf8(bytes, at, length)) {
-        case Utf8::Complete:
-            text.append(bytes.substr(at, length));
+    const utf8::Sequence s = utf8::next(bytes.substr(at));
+    switch (s.kind) {
+        case utf8::Sequence::Kind::Character:
+            text.append(bytes.substr(at, s.length));
             break;
-        case Utf8::Invalid:
-            text.append(kReplacement);
+        case utf8::Sequence::Kind::IllFormed:  // one U+FFFD for its maximal subpart
+            text.append(utf8::kReplacement);
             break;
-        case Utf8::Truncated:
+        case utf8::Sequence::Kind::Incomplete:
             if (!final) return false;
-            text.append(kReplacement);
+            text.append(utf8::kReplacement);
             break;
     }
-    at += length;
+    at += s.length;
     return true;
 }
 

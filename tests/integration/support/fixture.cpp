@@ -128,7 +128,7 @@ std::string EndToEnd::start_detached(const std::vector<std::string>& argv,
     request.detach = true;
     if (adjust) adjust(request);
     if (const int e = c->send_start(request, {cwd.get()}); e != 0) {
-        ADD_FAILURE() << "START: " << std::strerror(e);
+        ADD_FAILURE() << "START: " << std::strerror(-e);
         return {};
     }
     std::string seen;
@@ -151,7 +151,7 @@ std::optional<EndToEnd::StatusSeen> EndToEnd::status_as_root() {
 std::optional<EndToEnd::StatusSeen> EndToEnd::status_of(RawClient& client) {
     RawClient* root = &client;
     if (const int e = root->send_frame(protocol::FrameType::StatusRequest, ""); e != 0) {
-        ADD_FAILURE() << "STATUS_REQUEST: " << std::strerror(e);
+        ADD_FAILURE() << "STATUS_REQUEST: " << std::strerror(-e);
         return std::nullopt;
     }
     const Incoming in = root->next(Millis(10000));
@@ -191,7 +191,7 @@ std::optional<protocol::Started> EndToEnd::start_session(RawClient& client,
     }
     const auto request = RawClient::start_request(argv, session_env(), cwd.get());
     if (const int err = client.send_start(request, {cwd.get()}); err != 0) {
-        ADD_FAILURE() << "sending START failed: " << std::strerror(err);
+        ADD_FAILURE() << "sending START failed: " << std::strerror(-err);
         return std::nullopt;
     }
     std::string seen;

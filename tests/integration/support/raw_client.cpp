@@ -177,7 +177,7 @@ int RawClient::send(const std::vector<std::uint8_t>& bytes, const std::vector<in
         const ssize_t n = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return errno;
+            return -errno;
         }
         fds_sent = true;
         sent += static_cast<std::size_t>(n);

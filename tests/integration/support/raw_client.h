@@ -56,7 +56,7 @@ public:
 
     [[nodiscard]] int fd() const { return socket_.get(); }
 
-    // Sends bytes with `fds` attached to the first byte (any number, 0..253). 0 or an errno.
+    // Sends bytes with `fds` attached to the first byte (any number, 0..253). 0 or -errno.
     int send(const std::vector<std::uint8_t>& bytes, const std::vector<int>& fds = {});
     int send_frame(protocol::FrameType type, const std::string& payload,
                    const std::vector<int>& fds = {});

@@ -32,7 +32,7 @@ protected:
                                           Millis timeout = kReply) {
         std::vector<protocol::Frame> frames;
         if (const int e = c.send_frame(type, payload); e != 0) {
-            ADD_FAILURE() << "send: " << std::strerror(e);
+            ADD_FAILURE() << "send: " << std::strerror(-e);
             return frames;
         }
         for (;;) {
@@ -116,7 +116,7 @@ protected:
         if (!c) return nullptr;
         protocol::AttachRequest a{id, from, observe, takeover};
         if (const int e = c->send_frame(protocol::FrameType::Attach, protocol::encode(a)); e != 0) {
-            ADD_FAILURE() << std::strerror(e);
+            ADD_FAILURE() << std::strerror(-e);
             return nullptr;
         }
         return c;
