@@ -85,18 +85,19 @@ struct SessionEvents {
     std::function<void(protocol::ExitStatus status)> on_exited;
 };
 
-// One running session.
+// The processes of one session, in its unit or cgroup: what a backend started and will stop.
+// (The daemon's server::Session owns one, with the terminal and the log around it.)
 //
-// Only stop() ends a session's processes. Destroying a Session without stop() leaves them
+// Only stop() ends a session's processes. Destroying a SessionProcesses without stop() leaves them
 // running, in both backends, together with what the next run's cleanup_orphans() needs to
 // find them (the direct backend's record and cgroup; the systemd backend's unit): a
 // destructor never kills, never waits, and calls none of the SessionEvents. The server stops
 // every session before letting go of it, except one whose stop() failed (quarantined: its
 // processes outlived the deadline); a daemon that keeps sessions across a restart relies on
 // this too.
-class Session {
+class SessionProcesses {
 public:
-    virtual ~Session() = default;
+    virtual ~SessionProcesses() = default;
     [[nodiscard]] virtual const std::string& unit() const = 0;
     [[nodiscard]] virtual pid_t main_pid() const = 0;
     // A client's SIGNAL: sends `sig` to every process of the session that the agent itself
@@ -140,7 +141,7 @@ public:
     [[nodiscard]] virtual std::string_view name() const = 0;
 
     // Stops every session left behind by an earlier run of the daemon (a crash, SIGKILL, or
-    // a Session destroyed without stop(), as one quarantined).
+    // a SessionProcesses destroyed without stop(), as one quarantined).
     // Runs once at start-up, before the socket listens; it may block until `deadline`.
     // Returns false with `why` when the backend cannot clean up at all (no bus). What it
     // asked to end and that did not end by `deadline` is logged and left for the next start
@@ -163,7 +164,7 @@ public:
         std::string command;  // argv[0], for messages
     };
     [[nodiscard]] virtual bool can_adopt() const { return false; }
-    virtual std::unique_ptr<Session> adopt(const Adoption& spec, SessionEvents events, std::string& why) {
+    virtual std::unique_ptr<SessionProcesses> adopt(const Adoption& spec, SessionEvents events, std::string& why) {
         (void)spec;
         (void)events;
         why = "the " + std::string(name()) + " backend cannot take sessions back";
@@ -172,7 +173,7 @@ public:
 
     // Starts spec.argv on spec.tty, once resolver() has filled `spec`. Returns nullptr with `why` when it fails at once;
     // otherwise exactly one of events.on_started / on_start_failed follows.
-    virtual std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events,
+    virtual std::unique_ptr<SessionProcesses> start(SessionSpec spec, SessionEvents events,
                                            std::string& why) = 0;
 
     // Whether `peer` may have a session: it must not run inside a session this backend

@@ -39,7 +39,7 @@ using protocol::FrameType;
 
 // Started at once and stopped at once, from the loop. It holds the terminal open, so the
 // terminal echoes what the daemon writes to it.
-class ScriptedSession final : public backends::Session {
+class ScriptedSession final : public backends::SessionProcesses {
 public:
     ScriptedSession(sd_event* event, UniqueFd tty, backends::SessionEvents events)
         : event_(event), tty_(std::move(tty)), events_(std::move(events)) {
@@ -91,7 +91,7 @@ public:
 
     [[nodiscard]] std::string_view name() const override { return "scripted"; }
     bool cleanup_orphans(backends::Clock::time_point, std::string&) override { return true; }
-    std::unique_ptr<backends::Session> start(backends::SessionSpec spec, backends::SessionEvents events,
+    std::unique_ptr<backends::SessionProcesses> start(backends::SessionSpec spec, backends::SessionEvents events,
                                              std::string&) override {
         if (start_throws > 0 && start_throws-- > 0) throw std::length_error("scripted failure in start");
         last_tty.reset(::fcntl(spec.tty.get(), F_DUPFD_CLOEXEC, 0));

@@ -56,6 +56,7 @@
 #include "common/utf8.h"
 #include "protocol/payloads.h"
 #include "server/config.h"
+#include "server/log_follower.h"
 #include "server/output_log.h"
 
 namespace ptyvisor::server {
@@ -65,7 +66,7 @@ namespace ptyvisor::server {
 std::string json_string(std::string_view text);
 
 // One session's recording.
-class Recorder {
+class Recorder final : public LogFollower {
 public:
     struct Setup {
         std::string name;   // the file's name in the directory
@@ -97,6 +98,11 @@ public:
     void output(const OutputLog::View& view) { output(view.first, view.second); }
     // An "r" event, when the size changed.
     void resize(protocol::WindowSize size);
+    // LogFollower: every byte as it is read, and every resize.
+    void log_read(std::span<const std::uint8_t> first, std::span<const std::uint8_t> second) override {
+        output(first, second);
+    }
+    void log_resized(ScreenSubject& session) override { resize(session.size()); }
     // The end: a carried incomplete character is written as U+FFFD, and the file closed.
     void finish();
 

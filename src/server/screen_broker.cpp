@@ -245,19 +245,19 @@ void ScreenBroker::send_advance(Tracked& t, Batch batch) {
 
 // ---- Session hooks -----------------------------------------------------------------------
 
-void ScreenBroker::opened(ScreenSubject& session) {
+void ScreenBroker::log_opened(ScreenSubject& session) {
     auto& t = tracked_[&session];
     t.session = &session;
     t.number = ++next_number_;
     open_in_worker(t);
 }
 
-void ScreenBroker::output(ScreenSubject& session) {
+void ScreenBroker::log_changed(ScreenSubject& session) {
     const auto it = tracked_.find(&session);
     if (it != tracked_.end()) send_advance(it->second);
 }
 
-void ScreenBroker::resized(ScreenSubject& session) {
+void ScreenBroker::log_resized(ScreenSubject& session) {
     const auto it = tracked_.find(&session);
     if (it == tracked_.end() || !socket_) return;
     const std::uint32_t number = it->second.number;
@@ -280,7 +280,7 @@ void ScreenBroker::resized(ScreenSubject& session) {
     queue(std::move(message), {}, number, at);
 }
 
-void ScreenBroker::closed(ScreenSubject& session) {
+void ScreenBroker::log_closed(ScreenSubject& session) {
     screenless_.erase(&session);
     const auto it = tracked_.find(&session);
     if (it == tracked_.end()) return;

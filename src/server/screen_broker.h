@@ -58,6 +58,7 @@
 #include "common/unique_fd.h"
 #include "protocol/screen_payloads.h"
 #include "server/output_batch.h"
+#include "server/log_follower.h"
 #include "server/screen_subject.h"
 #include "server/screen_worker_process.h"
 
@@ -69,7 +70,7 @@ struct ScreenSettings;
 // DECRPM, DECRQSS, OSC 4/10/11/12 colours), and nothing else.
 bool is_terminal_answer(std::string_view bytes);
 
-class ScreenBroker {
+class ScreenBroker final : public LogFollower {
   public:
     static constexpr int kMaxStrikes = 2;
     static constexpr std::uint32_t kScrollbackLines = 1000;
@@ -93,11 +94,11 @@ class ScreenBroker {
     // Starts the worker. Failing to is logged; the daemon serves on, without screens.
     void start();
 
-    // Session hooks. A subject is known from opened() to closed(), and outlives that.
-    void opened(ScreenSubject& session);
-    void output(ScreenSubject& session);
-    void resized(ScreenSubject& session);
-    void closed(ScreenSubject& session);
+    // LogFollower. A subject is known from log_opened() to log_closed(), and outlives that.
+    void log_opened(ScreenSubject& session) override;
+    void log_changed(ScreenSubject& session) override;
+    void log_resized(ScreenSubject& session) override;
+    void log_closed(ScreenSubject& session) override;
 
     // SNAPSHOT. `done` runs later (never inside this call) with true and the SCREEN payload,
     // or false and why. Returns a ticket for cancel() (a connection that goes first).

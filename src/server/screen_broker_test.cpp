@@ -129,14 +129,14 @@ TEST_F(ScreenBrokerTest, TheScreenShowsWhatTheSessionWrote) {
     ASSERT_NE(broker->worker_pid(), 0);
     FakeSession session("s1");
     session.write("hello\r\n");  // replayed from the log at Open
-    broker->opened(session);
+    broker->log_opened(session);
     session.write("world");  // told with an Advance
-    broker->output(session);
+    broker->log_changed(session);
     const auto screen = lines(*broker, session);
     ASSERT_EQ(screen.size(), 24u);
     EXPECT_EQ(screen[0], "hello");
     EXPECT_EQ(screen[1], "world");
-    broker->closed(session);
+    broker->log_closed(session);
 }
 
 TEST_F(ScreenBrokerTest, QueriesAreAnsweredUnlessTheControllerHasATerminal) {
@@ -144,19 +144,19 @@ TEST_F(ScreenBrokerTest, QueriesAreAnsweredUnlessTheControllerHasATerminal) {
     broker->start();
     FakeSession answered("answered"), relayed("relayed");
     relayed.has_terminal_ = true;
-    broker->opened(answered);
-    broker->opened(relayed);
+    broker->log_opened(answered);
+    broker->log_opened(relayed);
     for (FakeSession* s : {&answered, &relayed}) {
         s->write("\x1b[6n");  // where is the cursor?
-        broker->output(*s);
+        broker->log_changed(*s);
     }
     ASSERT_TRUE(run_until([&] { return !answered.answers_.empty(); }));
     EXPECT_EQ(answered.answers_, "\x1b[1;1R");
     // The worker answers in order: by the snapshot's reply, the Advance's came too.
     lines(*broker, relayed);
     EXPECT_EQ(relayed.answers_, "");
-    broker->closed(answered);
-    broker->closed(relayed);
+    broker->log_closed(answered);
+    broker->log_closed(relayed);
 }
 
 TEST_F(ScreenBrokerTest, ABulkSessionIsToldOfItsOutputAfterTheBatchDelay) {
@@ -164,21 +164,21 @@ TEST_F(ScreenBrokerTest, ABulkSessionIsToldOfItsOutputAfterTheBatchDelay) {
     broker->start();
     FakeSession session("bulk");
     session.bulk_ = true;
-    broker->opened(session);
+    broker->log_opened(session);
     session.write("\x1b[6n");
-    broker->output(session);  // fewer than kBulkAdvanceBytes: waits for the batch timer
+    broker->log_changed(session);  // fewer than kBulkAdvanceBytes: waits for the batch timer
     ASSERT_TRUE(run_until([&] { return !session.answers_.empty(); }));
     EXPECT_EQ(session.answers_, "\x1b[1;1R");
-    broker->closed(session);
+    broker->log_closed(session);
 }
 
 TEST_F(ScreenBrokerTest, AKilledWorkerIsRestartedAndRebuildsTheScreen) {
     auto broker = make_broker();
     broker->start();
     FakeSession session("s1");
-    broker->opened(session);
+    broker->log_opened(session);
     session.write("before ");
-    broker->output(session);
+    broker->log_changed(session);
     ASSERT_EQ(lines(*broker, session).at(0), "before");
     const pid_t first = broker->worker_pid();
     ASSERT_GT(first, 0);
@@ -188,12 +188,12 @@ TEST_F(ScreenBrokerTest, AKilledWorkerIsRestartedAndRebuildsTheScreen) {
     EXPECT_FALSE(while_down.ok);
     EXPECT_NE(while_down.text.find("not running"), std::string::npos) << while_down.text;
     session.write("after");
-    broker->output(session);  // nobody to tell: the log keeps it
+    broker->log_changed(session);  // nobody to tell: the log keeps it
     ASSERT_TRUE(run_until([&] { return broker->worker_pid() != 0; }));
     EXPECT_NE(broker->worker_pid(), first);
     EXPECT_EQ(broker->starts(), 2u);
     EXPECT_EQ(lines(*broker, session).at(0), "before after");
-    broker->closed(session);
+    broker->log_closed(session);
 }
 
 TEST_F(ScreenBrokerTest, AMalformedOrLyingReplyKillsTheWorker) {
@@ -220,7 +220,7 @@ TEST_F(ScreenBrokerTest, ASessionWhoseOutputCostsTheReplyTimeoutLosesItsScreen) 
     auto broker = make_broker(fake_worker("while :; do :; done"), 50'000);
     broker->start();
     FakeSession session("costly");
-    broker->opened(session);
+    broker->log_opened(session);
     // A worker starved of CPU on a loaded machine is killed without a strike: then it takes
     // more attempts, each a SNAPSHOT that fails.
     Snapshot s;
@@ -232,7 +232,7 @@ TEST_F(ScreenBrokerTest, ASessionWhoseOutputCostsTheReplyTimeoutLosesItsScreen) 
     EXPECT_FALSE(s.ok);
     EXPECT_NE(s.text.find("screen is off"), std::string::npos) << s.text;
     EXPECT_GE(broker->starts(), 1u + ScreenBroker::kMaxStrikes);
-    broker->closed(session);
+    broker->log_closed(session);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ class IdleBackend final : public backends::Backend {
 public:
     [[nodiscard]] std::string_view name() const override { return "idle"; }
     bool cleanup_orphans(backends::Clock::time_point, std::string&) override { return true; }
-    std::unique_ptr<backends::Session> start(backends::SessionSpec, backends::SessionEvents, std::string& why) override {
+    std::unique_ptr<backends::SessionProcesses> start(backends::SessionSpec, backends::SessionEvents, std::string& why) override {
         why = "idle";
         return nullptr;
     }

@@ -71,12 +71,22 @@ auto Session::guarded(const char* where, F f) {
     };
 }
 
+template <class F>
+void Session::tell(F f) {
+    for (LogFollower* follower : byte_followers())
+        if (follower) f(*follower);
+    const auto clients = clients_;
+    for (const auto& [client, role] : clients) f(*client);
+}
+
+std::array<LogFollower*, 2> Session::byte_followers() const { return {context_.screens, recorder_.get()}; }
+
 Session::Session(const SessionContext& context, SessionOwner& owner, std::string unit, bool detached)
     : context_(context), owner_(owner), unit_(std::move(unit)), id_(id_of_unit(unit_)), detached_(detached) {}
 
 Session::~Session() {
     set_bulk(false);
-    if (context_.screens) context_.screens->closed(*this);
+    tell([this](LogFollower& f) { f.log_closed(*this); });
     release_slot();
     // Whoever is still attached learns it before the pointer dangles.
     const auto clients = clients_;
@@ -116,8 +126,8 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
     events.on_start_failed = guarded("session start failed", [this](std::string w) { on_start_failed(w); });
     events.on_exited = guarded("session exited", [this](protocol::ExitStatus s) { on_exited(std::move(s)); });
     std::string backend_why;
-    backend_session_ = context_.backend->start(std::move(spec), std::move(events), backend_why);
-    if (!backend_session_) return fail(backend_why);
+    processes_ = context_.backend->start(std::move(spec), std::move(events), backend_why);
+    if (!processes_) return fail(backend_why);
     if (const int r = add_io(context_.event, terminal_source_, master_.get(), 0,
                              guarded("terminal", [this](std::uint32_t revents) { on_terminal(revents); }));
         r < 0) {
@@ -127,7 +137,7 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
         return false;
     }
     describe_source(terminal_source_, "terminal " + id_);
-    if (context_.screens) context_.screens->opened(*this);
+    tell([this](LogFollower& f) { f.log_opened(*this); });
     return true;
 }
 
@@ -202,9 +212,7 @@ const std::string& Session::list_fixed_fields() const {
 void Session::client_advanced() { update_terminal_events(); }
 
 void Session::notify_changed() {
-    if (context_.screens) context_.screens->output(*this);
-    const auto clients = clients_;
-    for (const auto& [client, role] : clients) client->session_changed();
+    tell([this](LogFollower& f) { f.log_changed(*this); });
 }
 
 // ---- Input -------------------------------------------------------------------------------
@@ -246,8 +254,7 @@ bool Session::resize(protocol::WindowSize size) {
     if (!master_) return false;
     if (set_window_size(master_.get(), size) < 0) return false;
     size_ = size;
-    if (recorder_) recorder_->resize(size);
-    if (context_.screens) context_.screens->resized(*this);
+    tell([this](LogFollower& f) { f.log_resized(*this); });
     return true;
 }
 
@@ -265,17 +272,17 @@ std::uint64_t Session::signal_wait_usec() const {
 }
 
 int Session::signal(const protocol::SignalRequest& request, pid_t& group) {
-    if (!backend_session_) return -ESRCH;
+    if (!processes_) return -ESRCH;
     const std::uint64_t began = monotonic_usec();
     int e = 0;
     if (request.target != protocol::SignalTarget::Foreground) {
-        e = backend_session_->signal_all(request.signal);
+        e = processes_->signal_all(request.signal);
     } else {
         // Not TIOCSIG: the pty driver takes only SIGINT, SIGQUIT and SIGTSTP from it. The
         // group is the terminal's, but only its processes in this session that the agent
         // could signal are signalled.
         group = master_ ? ::tcgetpgrp(master_.get()) : -1;
-        e = backend_session_->signal_foreground_group(group, request.signal);
+        e = processes_->signal_foreground_group(group, request.signal);
     }
     const std::uint64_t ended = monotonic_usec();
     signal_ready_usec_ = ended + kSignalPacing * (ended - began);
@@ -333,7 +340,11 @@ void Session::read_terminal(ReadUntil until) {
             hangups = 0;
             read_bytes += static_cast<std::size_t>(n);
             budget -= std::min(budget, static_cast<std::size_t>(n));
-            if (recorder_) recorder_->output(log_->view(log_->end() - n, n));
+            // Clients and the screen read the log at their cursors; only who must keep every
+            // byte, before the ring can overwrite it, is handed each read.
+            const auto view = log_->view(log_->end() - n, n);
+            for (LogFollower* follower : byte_followers())
+                if (follower) follower->log_read(view.first, view.second);
             continue;
         }
         if (n == -EINTR) continue;
@@ -485,13 +496,13 @@ void Session::stop(ExitReason reason) {
     }
     if (stage_ >= Stage::Stopping) return maybe_finish();  // already on its way out
     if (!ending()) reason_ = reason;
-    enter(backend_session_ ? Stage::Stopping : Stage::Closing);
+    enter(processes_ ? Stage::Stopping : Stage::Closing);
 }
 
 void Session::stop_backend() {
     const auto deadline = backends::Clock::now() +
                           std::chrono::duration_cast<backends::Clock::duration>(context_.config->timeouts.cleanup);
-    backend_session_->stop(deadline, guarded("session stopped", [this](bool ok, std::string why) { on_stopped(ok, why); }));
+    processes_->stop(deadline, guarded("session stopped", [this](bool ok, std::string why) { on_stopped(ok, why); }));
 }
 
 void Session::on_stopped(bool ok, const std::string& why) {
@@ -525,7 +536,7 @@ void Session::maybe_finish() {
     if (stage_ == Stage::Draining) {
         // The command ended on its own and its output is in: clean up what is left.
         if (!terminal_closed_ && reason_ == ExitReason::Exited) reason_ = ExitReason::DrainTimeout;
-        return enter(backend_session_ ? Stage::Stopping : Stage::Closing);
+        return enter(processes_ ? Stage::Stopping : Stage::Closing);
     }
     if (stage_ != Stage::Closing) return;
     protocol::ExitStatus status = exited_ ? exit_status_ : protocol::ExitStatus{};
@@ -567,7 +578,7 @@ void Session::release_slot() {
 namespace ptyvisor::server {
 
 bool Session::can_hand_over() const {
-    return stage_ == Stage::Running && started_ && master_ && log_ && backend_session_;
+    return stage_ == Stage::Running && started_ && master_ && log_ && processes_;
 }
 
 HandoverRecord Session::handover_record() const {
@@ -589,8 +600,8 @@ bool Session::adopt(const HandoverRecord& record, UniqueFd master, std::unique_p
     backends::SessionEvents events;
     events.on_exited = guarded("session exited", [this](protocol::ExitStatus s) { on_exited(std::move(s)); });
     const backends::Backend::Adoption adoption{unit_, record.main_pid, context_.agent_uid, record.argv.front()};
-    backend_session_ = context_.backend->adopt(adoption, std::move(events), why);
-    if (!backend_session_) return false;
+    processes_ = context_.backend->adopt(adoption, std::move(events), why);
+    if (!processes_) return false;
     argv_ = record.argv;
     cwd_ = record.cwd;
     created_ = record.created;
@@ -622,7 +633,7 @@ bool Session::adopt(const HandoverRecord& record, UniqueFd master, std::unique_p
                   }));
     }
     stored_ = context_.fd_store;  // it came from the store, where its descriptors still are
-    if (context_.screens) context_.screens->opened(*this);  // the worker rebuilds its screen from the log
+    tell([this](LogFollower& f) { f.log_opened(*this); });  // the worker rebuilds its screen from the log
     update_terminal_events();
     return true;
 }

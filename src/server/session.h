@@ -37,6 +37,7 @@
 //    client detaches itself before it goes, and is told when the session goes first.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <ctime>
 #include <memory>
@@ -49,6 +50,7 @@
 #include "common/unique_fd.h"
 #include "protocol/payloads.h"
 #include "server/bulk_priority.h"
+#include "server/log_follower.h"
 #include "server/output_log.h"
 #include "server/screen_subject.h"
 #include "server/session_context.h"
@@ -59,9 +61,11 @@ namespace ptyvisor::server {
 
 class Recorder;
 
-// What a session needs from a client attached to it.
-class SessionClient {
+// What a session needs from a client attached to it. A client is a LogFollower too: it reads
+// the log at a cursor of its own, and is told when the log changes (session_changed).
+class SessionClient : public LogFollower {
 public:
+    void log_changed(ScreenSubject&) final { session_changed(); }
     virtual void session_started() = 0;                             // STARTED may go out
     virtual void session_start_failed(const std::string& why) = 0;  // the command never ran
     virtual void session_changed() = 0;    // the log grew or the session ended: write what is new
@@ -155,7 +159,7 @@ public:
     void write_input(std::span<const std::uint8_t> bytes);
     [[nodiscard]] bool input_full() const;
     bool resize(protocol::WindowSize size);
-    // 0, or -ESRCH / -EPERM as backends::Session::signal_* say. Each call walks the
+    // 0, or -ESRCH / -EPERM as backends::SessionProcesses::signal_* say. Each call walks the
     // session's processes (/proc for each member), so its cost is chosen by the client:
     // callers ask signal_wait_usec() first and deliver only when it is 0.
     int signal(const protocol::SignalRequest& request, pid_t& group);
@@ -208,6 +212,12 @@ private:
     void finish(protocol::ExitStatus status);
     void release_slot();
     void notify_changed();
+    // Tells every LogFollower of the session, in one order: the screen broker, the recorder,
+    // then the clients (a copy of the list: a client may detach while it is told).
+    template <class F>
+    void tell(F f);
+    // The followers that are not clients: those told of every byte as it is read.
+    [[nodiscard]] std::array<LogFollower*, 2> byte_followers() const;
     // The one place the stage changes: checks that `next` may follow, logs it at debug level,
     // and does what entering `next` means.
     void enter(Stage next);
@@ -234,7 +244,7 @@ private:
     UniqueFd master_;
     EventSource terminal_source_, drain_timer_;
     EventSource reattach_timer_;  // an adopted bound session waits for its controller
-    std::unique_ptr<backends::Session> backend_session_;
+    std::unique_ptr<backends::SessionProcesses> processes_;
     protocol::WindowSize size_;
     pid_t main_pid_ = 0;
     bool holds_slot_ = false;

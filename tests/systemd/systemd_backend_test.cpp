@@ -268,7 +268,7 @@ protected:
     }
 
     // Starts argv on a new PTY; the test's own slave fd is closed so the master sees EOF.
-    std::unique_ptr<Session> start(std::vector<std::string> argv, Pty& pty, Observed& o,
+    std::unique_ptr<SessionProcesses> start(std::vector<std::string> argv, Pty& pty, Observed& o,
                                    std::map<std::string, std::string> props = {}) {
         EXPECT_TRUE(pty.open(event_));
         SessionSpec s = spec(std::move(argv), pty);
@@ -280,7 +280,7 @@ protected:
         return session;
     }
 
-    bool stop(Session& session, std::string* why_out = nullptr) {
+    bool stop(SessionProcesses& session, std::string* why_out = nullptr) {
         bool done = false, ok = false;
         std::string why;
         session.stop(Clock::now() + 10s, [&](bool k, std::string w) { done = true; ok = k; why = std::move(w); });
@@ -294,7 +294,7 @@ protected:
     bool unit_listed(const std::string& unit) { return !list_units(bus_.get(), unit).empty(); }
 
     // As the server does: the backend's Resolver first (here on the test's thread), then start().
-    std::unique_ptr<Session> resolve_and_start(SessionSpec s, SessionEvents events, std::string& why) {
+    std::unique_ptr<SessionProcesses> resolve_and_start(SessionSpec s, SessionEvents events, std::string& why) {
         if (const auto resolve = backend_->resolver(); resolve && !resolve(s, why)) return nullptr;
         return backend_->start(std::move(s), std::move(events), why);
     }

@@ -34,7 +34,7 @@ using direct::SessionRecords;
 
 class DirectBackend;
 
-class DirectSession final : public Session {
+class DirectSession final : public SessionProcesses {
 public:
     DirectSession(DirectBackend& backend, sd_event* event, std::string unit, std::string cgroup,
                   std::string cgroup_path, uid_t agent, direct::Spawned spawned,
@@ -200,8 +200,10 @@ public:
         sd_event_source* s = nullptr;
         if (sd_event_add_inotify(options_.event, &s, root_->path().c_str(), IN_DELETE_SELF,
                                  [](sd_event_source*, const inotify_event*, void*) { return 0; },
-                                 nullptr) >= 0)
+                                 nullptr) >= 0) {
+            (void)sd_event_source_set_description(s, "inotify keeper");
             keep_inotify_.reset(s);
+        }
         return 0;
     }
 
@@ -209,7 +211,7 @@ public:
 
     bool cleanup_orphans(Clock::time_point deadline, std::string& why) override;
 
-    std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events, std::string& why) override {
+    std::unique_ptr<SessionProcesses> start(SessionSpec spec, SessionEvents events, std::string& why) override {
         std::string cgroup;
         UniqueFd procs;
         if (root_) {
@@ -248,7 +250,7 @@ public:
     }
 
     bool can_adopt() const override { return true; }
-    std::unique_ptr<Session> adopt(const Adoption& spec, SessionEvents events, std::string& why) override;
+    std::unique_ptr<SessionProcesses> adopt(const Adoption& spec, SessionEvents events, std::string& why) override;
 
     PeerVerdict check_peer(const Peer& peer, std::string& why) override {
         const auto cgroup = process_cgroup(peer.pidfd);
@@ -372,7 +374,10 @@ void DirectSession::stop(Clock::time_point deadline, std::function<void(bool, st
                 return 0;
             },
             this);
-        if (r >= 0) cgroup_watch_.reset(s);
+        if (r >= 0) {
+            (void)sd_event_source_set_description(s, "cgroup.events");
+            cgroup_watch_.reset(s);
+        }
     } else if (!reaped_) {
         ::kill(-pid_, SIGKILL);
     }
@@ -423,7 +428,7 @@ bool wait_cgroup_empty(const std::string& path, Clock::time_point deadline) {
 // Only a session this daemon's earlier run started, recorded and still parents: the record
 // names the same leader with the same start time, and the leader is our child (we re-exec'd
 // into this process; after a crash there is no such child and nothing is adopted).
-std::unique_ptr<Session> DirectBackend::adopt(const Adoption& spec, SessionEvents events, std::string& why) {
+std::unique_ptr<SessionProcesses> DirectBackend::adopt(const Adoption& spec, SessionEvents events, std::string& why) {
     std::optional<SessionRecord> record;
     for (auto& r : records_.list())
         if (r.unit == spec.unit) record = std::move(r);

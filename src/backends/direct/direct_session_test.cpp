@@ -117,7 +117,7 @@ protected:
     }
 
     // Starts `argv` and runs the loop until it has started.
-    std::unique_ptr<Session> start(Backend& backend, std::vector<std::string> argv, Observed& o) {
+    std::unique_ptr<SessionProcesses> start(Backend& backend, std::vector<std::string> argv, Observed& o) {
         std::string why;
         auto session = backend.start(spec(std::move(argv)), observe(o), why);
         EXPECT_TRUE(session) << why;
@@ -144,7 +144,7 @@ protected:
     }
 
     // Stops `session` and runs the loop until stop() has answered.
-    bool stop(Session& session) {
+    bool stop(SessionProcesses& session) {
         std::optional<bool> ok;
         std::string why;
         session.stop(Clock::now() + 10s, [&](bool done, std::string w) {

@@ -271,8 +271,10 @@ void BusConnection::schedule_reconnect() {
     retry_usec_ = 0;
     sd_event_source* s = nullptr;
     if (sd_event_add_time_relative(event_.get(), &s, CLOCK_MONOTONIC, 0, 0, &BusConnection::on_reconnect,
-                                   this) >= 0)
+                                   this) >= 0) {
+        (void)sd_event_source_set_description(s, "bus reconnect");
         reconnect_timer_.reset(s);
+    }
 }
 
 int BusConnection::on_reconnect(sd_event_source*, uint64_t, void* userdata) {

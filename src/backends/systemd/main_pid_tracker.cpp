@@ -148,6 +148,7 @@ void MainPidTracker::maybe_start_round() {
     };
     // Without the timer the waiters would stay until the next recheck; go at once instead.
     if (sd_event_add_time(event, &s, CLOCK_MONOTONIC, due, 1000, on_due, this) < 0) return start_round();
+    (void)sd_event_source_set_description(s, "main pid round");
     round_timer_.reset(s);
 }
 

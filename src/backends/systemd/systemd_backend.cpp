@@ -222,7 +222,7 @@ std::optional<std::string> peer_cgroup(const Peer& peer, pid_t pid) {
 
 Resolver SystemdBackend::resolver() const { return &resolve_for_unit; }
 
-std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents events,
+std::unique_ptr<SessionProcesses> SystemdBackend::start(SessionSpec spec, SessionEvents events,
                                                std::string& why) {
     if (!is_session_unit_name(spec.unit_name, options_.unit_prefix)) {
         why = "invalid session unit name: " + spec.unit_name;
@@ -273,7 +273,7 @@ std::unique_ptr<Session> SystemdBackend::start(SessionSpec spec, SessionEvents e
 }
 
 // A unit of ours whose main process is the one the handover names, and in that unit.
-std::unique_ptr<Session> SystemdBackend::adopt(const Adoption& spec, SessionEvents events, std::string& why) {
+std::unique_ptr<SessionProcesses> SystemdBackend::adopt(const Adoption& spec, SessionEvents events, std::string& why) {
     if (!is_session_unit_name(spec.unit, options_.unit_prefix)) {
         why = "invalid session unit name: " + spec.unit;
         return nullptr;

@@ -34,9 +34,9 @@ public:
     // Resolves the working directory's path and the command's executable (both sent to
     // systemd by name) as the agent.
     [[nodiscard]] Resolver resolver() const override;
-    std::unique_ptr<Session> start(SessionSpec spec, SessionEvents events, std::string& why) override;
+    std::unique_ptr<SessionProcesses> start(SessionSpec spec, SessionEvents events, std::string& why) override;
     [[nodiscard]] bool can_adopt() const override { return true; }
-    std::unique_ptr<Session> adopt(const Adoption& spec, SessionEvents events, std::string& why) override;
+    std::unique_ptr<SessionProcesses> adopt(const Adoption& spec, SessionEvents events, std::string& why) override;
     PeerVerdict check_peer(const Peer& peer, std::string& why) override;
     bool refuses_pid(pid_t pid, std::string& why) const override;
     void recheck(RecheckCallback done) override;

@@ -177,6 +177,7 @@ bool SystemdSession::adopt(pid_t main_pid, std::string& why) {
         UniqueFd fd = std::move(*main).take_pidfd();
         sd_event_source* s = nullptr;
         if (sd_event_add_io(conn_->event(), &s, fd.get(), EPOLLIN, &SystemdSession::on_main_pidfd, this) >= 0) {
+            (void)sd_event_source_set_description(s, "main pidfd");
             main_pidfd_source_.reset(s);
             main_pidfd_ = std::move(fd);
         }
@@ -319,7 +320,8 @@ void SystemdSession::mark_started(const ServiceState& state) {
             sd_event_source* s = nullptr;
             if (sd_event_add_io(conn_->event(), &s, fd.get(), EPOLLIN, &SystemdSession::on_main_pidfd,
                                 this) >= 0) {
-                main_pidfd_source_.reset(s);
+                (void)sd_event_source_set_description(s, "main pidfd");
+            main_pidfd_source_.reset(s);
                 main_pidfd_ = std::move(fd);
             }
         }

@@ -62,7 +62,7 @@ bool ran_and_exited(const ServiceState& state);
 // "unit failed to start: <result>", with the exec status when systemd gives one.
 std::string start_failure_message(const std::string& job_result, const ServiceState& state);
 
-class SystemdSession final : public Session, private ConnectionListener {
+class SystemdSession final : public SessionProcesses, private ConnectionListener {
 public:
     // `agent`: the account the unit runs as; a client's SIGNAL reaches only its processes.
     SystemdSession(std::shared_ptr<BusConnection> conn, std::string unit, uid_t agent,

@@ -21,7 +21,7 @@ namespace ptyvisor::server::testing {
 
 class HeldTerminalBackend;
 
-class HeldTerminalSession final : public backends::Session {
+class HeldTerminalSession final : public backends::SessionProcesses {
 public:
     HeldTerminalSession(HeldTerminalBackend& backend, sd_event* event, UniqueFd tty, backends::SessionEvents events);
     ~HeldTerminalSession() override;
@@ -73,7 +73,7 @@ public:
 
     [[nodiscard]] std::string_view name() const override { return "held-terminal"; }
     bool cleanup_orphans(backends::Clock::time_point, std::string&) override { return true; }
-    std::unique_ptr<backends::Session> start(backends::SessionSpec spec, backends::SessionEvents events,
+    std::unique_ptr<backends::SessionProcesses> start(backends::SessionSpec spec, backends::SessionEvents events,
                                              std::string& why) override {
         if (refuse_start) {
             why = "refused by the test";
