@@ -11,7 +11,15 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-START, STARTED, INPUT, OUTPUT, RESIZE, SIGNAL, STOP, EXIT, ERROR, STATUS_REQUEST, STATUS = range(1, 12)
+# Type numbers, versions and bounds come from the protocol's description, as every copy does.
+with open(os.path.join(HERE, "..", "protocol", "protocol.json")) as f:
+    SPEC = json.load(f)
+TYPES = {t["name"]: t for t in SPEC["frame_types"]}
+(START, STARTED, INPUT, OUTPUT, RESIZE, SIGNAL, STOP, EXIT, ERROR, STATUS_REQUEST, STATUS, ATTACH,
+ DETACH, SNAPSHOT) = (TYPES[n]["number"] for n in ("START", "STARTED", "INPUT", "OUTPUT", "RESIZE", "SIGNAL",
+                                                   "STOP", "EXIT", "ERROR", "STATUS_REQUEST", "STATUS",
+                                                   "ATTACH", "DETACH", "SNAPSHOT"))
+NEWEST_VERSION = SPEC["versions"][-1]["number"]
 
 
 def frame(ftype, payload=b"", version=1, magic=b"PV", length=None):
@@ -127,12 +135,13 @@ streams = {
     "status_request_and_reply": b"\x02\x02" + frame(STATUS_REQUEST) + frame(STATUS, js(status_ok)),
     "stop": b"\x05\x00" + frame(STOP),
     "bad_magic": b"\x07\x00" + frame(STOP, magic=b"XV"),
-    "bad_version": b"\x07\x00" + frame(STOP, version=3),
-    "unknown_type": b"\x07\x00" + frame(27, version=2),
-    "v2_type_in_v1": b"\x07\x00" + frame(12),
-    "v2_attach_session": b"\x07\x00" + frame(12, js({"id": "0" * 32, "from": "start", "role": "observer"}), version=2)
-    + frame(14, version=2),
-    "too_big_input": b"\x07\x00" + frame(INPUT, length=64 * 1024 + 1),
+    "bad_version": b"\x07\x00" + frame(STOP, version=NEWEST_VERSION + 1),
+    "unknown_type": b"\x07\x00" + frame(SNAPSHOT, version=2),
+    "v2_type_in_v1": b"\x07\x00" + frame(ATTACH),
+    "v2_attach_session": b"\x07\x00" + frame(ATTACH, js({"id": "0" * 32, "from": "start", "role": "observer"}),
+                                                version=2)
+    + frame(DETACH, version=2),
+    "too_big_input": b"\x07\x00" + frame(INPUT, length=TYPES["INPUT"]["max_payload"] + 1),
     "empty_input": b"\x07\x00" + frame(INPUT),
     "truncated_start": b"\x03\x99" + frame(START, js(start_ok))[:30],
     "good_then_bad": b"\x01\x42" + frame(INPUT, "x") + frame(STOP, length=1) + frame(STOP),

@@ -23,6 +23,8 @@ cp -r "$here" "$work/src"
 rm -rf "$work/src/build" "$work/src/"*.egg-info "$work/src/src/"*.egg-info
 "$python" -m venv --system-site-packages "$work/venv"
 "$work/venv/bin/pip" install --quiet --no-index --no-build-isolation "$work/src"
+# The conformance corpus, beside the tests that read it (tests/test_conformance.py).
+cp -r "$root/protocol/conformance" "$work/src/tests/conformance"
 chmod -R a+rX "$work"
 
 # pytest exits 0 over skips: its JUnit report fails the run on a skip that

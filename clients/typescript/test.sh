@@ -41,6 +41,8 @@ mkdir -p node_modules/@lydell bin
 cp -r "$here/node_modules/@lydell/." node_modules/@lydell/
 install -m 0755 "$(readlink -f "$here/node_modules/.bin/bun")" bin/bun
 cp -r "$here/test" "$here/examples" "$here/bench" .
+# The conformance corpus, beside the test that reads it (test/conformance.test.mjs).
+cp -r "$root/protocol/conformance" test/conformance
 chmod -R a+rX "$tmp"
 
 if [ "$bench" = 1 ]; then

@@ -1,42 +1,22 @@
 #include "protocol/error_code.h"
 
-#include <array>
-#include <utility>
+#include <cstddef>
+
+#include "protocol/wire_spec.h"
 
 namespace ptyvisor::protocol {
-namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 17> kNames{{
-    {ErrorCode::BadFrame, "bad_frame"},
-    {ErrorCode::UnsupportedVersion, "unsupported_version"},
-    {ErrorCode::TooBig, "too_big"},
-    {ErrorCode::UnexpectedFrame, "unexpected_frame"},
-    {ErrorCode::WrongFdCount, "wrong_fd_count"},
-    {ErrorCode::NotADirectory, "not_a_directory"},
-    {ErrorCode::CwdMismatch, "cwd_mismatch"},
-    {ErrorCode::NotAllowed, "not_allowed"},
-    {ErrorCode::Busy, "busy"},
-    {ErrorCode::RateLimited, "rate_limited"},
-    {ErrorCode::Overloaded, "overloaded"},
-    {ErrorCode::HandshakeTimeout, "handshake_timeout"},
-    {ErrorCode::StartFailed, "start_failed"},
-    {ErrorCode::Internal, "internal"},
-    {ErrorCode::ShuttingDown, "shutting_down"},
-    {ErrorCode::NoSuchSession, "no_such_session"},
-    {ErrorCode::SessionEnded, "session_ended"},
-}};
-
-}  // namespace
+// The names come from protocol/protocol.json, in the order of the enumerators (frame.cpp
+// checks that order at compile time).
 
 std::string_view to_string(ErrorCode code) {
-    for (const auto& [c, name] : kNames)
-        if (c == code) return name;
-    return "internal";
+    const auto index = static_cast<std::size_t>(code);
+    return index < wire::kErrorCodeNames.size() ? wire::kErrorCodeNames[index] : "internal";
 }
 
 std::optional<ErrorCode> error_code_from_string(std::string_view name) {
-    for (const auto& [c, n] : kNames)
-        if (n == name) return c;
+    for (std::size_t i = 0; i < wire::kErrorCodeNames.size(); ++i)
+        if (wire::kErrorCodeNames[i] == name) return static_cast<ErrorCode>(i);
     return std::nullopt;
 }
 

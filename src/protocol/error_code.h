@@ -1,5 +1,6 @@
 // Stable error codes carried by ERROR frames. The names are part of the protocol: never
-// rename one, only add.
+// rename one, only add. Their names on the wire, and the order of the enumerators, are those
+// of protocol/protocol.json (checked at compile time by frame.cpp).
 #pragma once
 
 #include <optional>

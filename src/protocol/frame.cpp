@@ -6,111 +6,46 @@
 
 namespace ptyvisor::protocol {
 
+PTYVISOR_WIRE_CHECK_ENUMS();
+static_assert(kMaxScreenPayloadSize == spec_of(FrameType::Screen).max_payload,
+              "screen_payloads.h disagrees with protocol.json on SCREEN's bound");
+// What the code assumes of the named bounds above: a description that breaks it does not build.
+static_assert(spec_of(FrameType::Output).max_payload == kMaxIoPayloadSize);
+static_assert(spec_of(FrameType::Send).max_payload == kSessionIdLength + kMaxIoPayloadSize);
+static_assert(spec_of(FrameType::Started).max_payload == kMaxControlPayloadSize &&
+              spec_of(FrameType::Signal).max_payload == kMaxControlPayloadSize &&
+              spec_of(FrameType::Exit).max_payload == kMaxControlPayloadSize &&
+              spec_of(FrameType::Error).max_payload == kMaxControlPayloadSize);
+
+namespace {
+
+// A FrameType value may come from a cast of any byte: only those of the description have one.
+const wire::FrameSpec* find_spec(FrameType type) {
+    const auto number = static_cast<std::size_t>(type);
+    if (number < 1 || number > wire::kFrames.size()) return nullptr;
+    return &wire::kFrames[number - 1];
+}
+
+}  // namespace
+
 std::string_view to_string(FrameType type) {
-    switch (type) {
-        case FrameType::Start: return "START";
-        case FrameType::Started: return "STARTED";
-        case FrameType::Input: return "INPUT";
-        case FrameType::Output: return "OUTPUT";
-        case FrameType::Resize: return "RESIZE";
-        case FrameType::Signal: return "SIGNAL";
-        case FrameType::Stop: return "STOP";
-        case FrameType::Exit: return "EXIT";
-        case FrameType::Error: return "ERROR";
-        case FrameType::StatusRequest: return "STATUS_REQUEST";
-        case FrameType::Status: return "STATUS";
-        case FrameType::Attach: return "ATTACH";
-        case FrameType::Attached: return "ATTACHED";
-        case FrameType::Detach: return "DETACH";
-        case FrameType::Detached: return "DETACHED";
-        case FrameType::List: return "LIST";
-        case FrameType::Sessions: return "SESSIONS";
-        case FrameType::Read: return "READ";
-        case FrameType::Log: return "LOG";
-        case FrameType::Wait: return "WAIT";
-        case FrameType::Waited: return "WAITED";
-        case FrameType::Kill: return "KILL";
-        case FrameType::Killed: return "KILLED";
-        case FrameType::Send: return "SEND";
-        case FrameType::Sent: return "SENT";
-        case FrameType::Dropped: return "DROPPED";
-        case FrameType::Snapshot: return "SNAPSHOT";
-        case FrameType::Screen: return "SCREEN";
-    }
-    return "UNKNOWN";
+    const auto* spec = find_spec(type);
+    return spec ? spec->name : "UNKNOWN";
 }
 
 bool is_known(std::uint8_t type, std::uint8_t version) {
-    const auto last = version >= 3 ? FrameType::Screen : version >= 2 ? FrameType::Dropped : FrameType::Status;
-    return type >= static_cast<std::uint8_t>(FrameType::Start) && type <= static_cast<std::uint8_t>(last);
+    if (version < kOldestVersion || version > kVersion) return false;
+    return type >= 1 && type <= wire::kLastTypeOfVersion[version - kOldestVersion];
 }
 
 std::uint32_t min_payload(FrameType type) {
-    switch (type) {
-        case FrameType::Input:
-        case FrameType::Output: return 1;
-        case FrameType::Start:
-        case FrameType::Started:
-        case FrameType::Resize:
-        case FrameType::Signal:
-        case FrameType::Exit:
-        case FrameType::Error:
-        case FrameType::Status:
-        case FrameType::Attach:
-        case FrameType::Attached:
-        case FrameType::Detached:
-        case FrameType::Sessions:
-        case FrameType::Read:
-        case FrameType::Log:
-        case FrameType::Wait:
-        case FrameType::Waited:
-        case FrameType::Kill:
-        case FrameType::Killed:
-        case FrameType::Sent:
-        case FrameType::Dropped:
-        case FrameType::Snapshot:
-        case FrameType::Screen: return 2;  // "{}" at least
-        case FrameType::Send: return kSessionIdLength + 1;
-        case FrameType::Stop:
-        case FrameType::StatusRequest:
-        case FrameType::Detach:
-        case FrameType::List: return 0;
-    }
-    return 0;
+    const auto* spec = find_spec(type);
+    return spec ? spec->min_payload : 0;
 }
 
 std::uint32_t max_payload(FrameType type) {
-    switch (type) {
-        case FrameType::Start: return kMaxPayloadSize;
-        case FrameType::Status:
-        case FrameType::Sessions: return kMaxStatusPayloadSize;
-        case FrameType::Input:
-        case FrameType::Output: return kMaxIoPayloadSize;
-        case FrameType::Send: return kSessionIdLength + kMaxIoPayloadSize;
-        case FrameType::Started:
-        case FrameType::Resize:
-        case FrameType::Signal:
-        case FrameType::Exit:
-        case FrameType::Error:
-        case FrameType::Attach:
-        case FrameType::Detached:
-        case FrameType::Read:
-        case FrameType::Log:
-        case FrameType::Wait:
-        case FrameType::Waited:
-        case FrameType::Kill:
-        case FrameType::Killed:
-        case FrameType::Sent:
-        case FrameType::Dropped:
-        case FrameType::Snapshot: return kMaxControlPayloadSize;
-        case FrameType::Screen: return kMaxScreenPayloadSize;
-        case FrameType::Attached: return kMaxPayloadSize;  // carries argv
-        case FrameType::Stop:
-        case FrameType::StatusRequest:
-        case FrameType::Detach:
-        case FrameType::List: return 0;
-    }
-    return 0;
+    const auto* spec = find_spec(type);
+    return spec ? spec->max_payload : 0;
 }
 
 HeaderResult parse_header(std::span<const std::uint8_t, kHeaderSize> b) {

@@ -10,6 +10,10 @@
 //
 // Every length is checked against max_payload(type) before a byte of payload is
 // allocated or read.
+//
+// The numbers (types, versions, bounds) come from protocol/protocol.json through the
+// generated protocol/wire_spec.h; the enumerators below are checked against it at compile
+// time, so this header names them and cannot disagree with the description.
 #pragma once
 
 #include <array>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "protocol/error_code.h"
+#include "protocol/wire_spec.h"
 
 namespace ptyvisor::protocol {
 
@@ -29,20 +34,9 @@ inline constexpr std::uint8_t kMagic1 = 'V';
 // The newest version this code speaks, and the oldest it still serves. Version 2 adds the
 // frames of sessions that outlive their connection (types 12 and up); a version 1 frame
 // of those types is an unknown type. Version 3 adds SNAPSHOT and SCREEN (types 27, 28).
-inline constexpr std::uint8_t kVersion = 3;
-inline constexpr std::uint8_t kOldestVersion = 1;
-inline constexpr std::size_t kHeaderSize = 8;
-
-// Largest payload of any frame (START carries argv and the environment).
-inline constexpr std::uint32_t kMaxPayloadSize = 256 * 1024;
-// Largest INPUT or OUTPUT payload. 64 KiB is one PTY read at most and one socket write.
-inline constexpr std::uint32_t kMaxIoPayloadSize = 64 * 1024;
-// Largest payload of the small control frames (RESIZE, SIGNAL, STARTED, EXIT, ERROR).
-inline constexpr std::uint32_t kMaxControlPayloadSize = 4 * 1024;
-// Largest STATUS reply (a daemon with many sessions).
-inline constexpr std::uint32_t kMaxStatusPayloadSize = kMaxPayloadSize;
-// A session id: the 32 lowercase hex digits of its unit name. SEND's payload begins with it.
-inline constexpr std::size_t kSessionIdLength = 32;
+inline constexpr std::uint8_t kVersion = wire::kNewestVersion;
+inline constexpr std::uint8_t kOldestVersion = wire::kOldestVersion;
+inline constexpr std::size_t kHeaderSize = wire::kHeaderSize;
 
 enum class FrameType : std::uint8_t {
     Start = 1,          // client -> server, JSON, carries exactly one fd (the cwd)
@@ -76,6 +70,22 @@ enum class FrameType : std::uint8_t {
     Snapshot = 27,      // client -> server, JSON: what a session's terminal shows
     Screen = 28,        // server -> client, JSON, last frame
 };
+
+// The description of a frame type of this protocol (a FrameType enumerator).
+constexpr const wire::FrameSpec& spec_of(FrameType type) {
+    return wire::kFrames.at(static_cast<std::size_t>(type) - 1);
+}
+
+// Largest START payload (it carries argv and the environment), the largest of a request.
+inline constexpr std::uint32_t kMaxPayloadSize = spec_of(FrameType::Start).max_payload;
+// Largest INPUT or OUTPUT payload. 64 KiB is one PTY read at most and one socket write.
+inline constexpr std::uint32_t kMaxIoPayloadSize = spec_of(FrameType::Input).max_payload;
+// Largest payload of the small control frames (RESIZE, SIGNAL, STARTED, EXIT, ERROR).
+inline constexpr std::uint32_t kMaxControlPayloadSize = spec_of(FrameType::Resize).max_payload;
+// Largest STATUS reply (a daemon with many sessions).
+inline constexpr std::uint32_t kMaxStatusPayloadSize = spec_of(FrameType::Status).max_payload;
+// A session id: the 32 lowercase hex digits of its unit name. SEND's payload begins with it.
+inline constexpr std::size_t kSessionIdLength = wire::kSessionIdLength;
 
 std::string_view to_string(FrameType type);
 // Whether `type` is a frame type of protocol `version`.

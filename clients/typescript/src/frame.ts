@@ -2,87 +2,35 @@
 // then the payload. The decoder validates each header in the order of section 2.2 before it
 // buffers any payload, so a hostile length never makes it allocate more than the type's bound.
 import { ProtocolError } from "./errors.js";
+import { BOUNDS, FrameType, HEADER_SIZE, LAST_TYPE_OF_VERSION, NEWEST_VERSION, OLDEST_VERSION, REQUIRED_MEMBERS } from "./wire.js";
 
 /** The version of every connection but SNAPSHOT's (section 9). */
 export const PROTOCOL_VERSION = 2;
 /** The version a SNAPSHOT connection negotiates (section 10): its first frame carries it. */
 export const SCREEN_PROTOCOL_VERSION = 3;
 
-export const FrameType = {
-  START: 1,
-  STARTED: 2,
-  INPUT: 3,
-  OUTPUT: 4,
-  RESIZE: 5,
-  SIGNAL: 6,
-  STOP: 7,
-  EXIT: 8,
-  ERROR: 9,
-  STATUS_REQUEST: 10,
-  STATUS: 11,
-  ATTACH: 12,
-  ATTACHED: 13,
-  DETACH: 14,
-  DETACHED: 15,
-  LIST: 16,
-  SESSIONS: 17,
-  READ: 18,
-  LOG: 19,
-  WAIT: 20,
-  WAITED: 21,
-  KILL: 22,
-  KILLED: 23,
-  SEND: 24,
-  SENT: 25,
-  DROPPED: 26,
-  SNAPSHOT: 27,
-  SCREEN: 28,
-} as const;
+export { FrameType } from "./wire.js";
 
 export type FrameTypeNumber = (typeof FrameType)[keyof typeof FrameType];
 
 const OUTPUT = FrameType.OUTPUT;
 
-const KIB = 1024;
-/** The highest frame type of each protocol version (section 2.2, 9.3 and 10.1), index = version. */
-const LAST_TYPE_OF_VERSION = [0, FrameType.STATUS, FrameType.DROPPED, FrameType.SCREEN];
-
-/** [min, max] payload length of each type, index = type (section 2.1, 9.3 and 10.1). */
-const BOUNDS: ReadonlyArray<readonly [number, number]> = [
-  [0, 0], // 0: unused
-  [2, 256 * KIB], // START
-  [2, 4 * KIB], // STARTED
-  [1, 64 * KIB], // INPUT
-  [1, 64 * KIB], // OUTPUT
-  [2, 4 * KIB], // RESIZE
-  [2, 4 * KIB], // SIGNAL
-  [0, 0], // STOP
-  [2, 4 * KIB], // EXIT
-  [2, 4 * KIB], // ERROR
-  [0, 0], // STATUS_REQUEST
-  [2, 256 * KIB], // STATUS
-  [2, 4 * KIB], // ATTACH
-  [2, 256 * KIB], // ATTACHED
-  [0, 0], // DETACH
-  [2, 4 * KIB], // DETACHED
-  [0, 0], // LIST
-  [2, 256 * KIB], // SESSIONS
-  [2, 4 * KIB], // READ
-  [2, 4 * KIB], // LOG
-  [2, 4 * KIB], // WAIT
-  [2, 4 * KIB], // WAITED
-  [2, 4 * KIB], // KILL
-  [2, 4 * KIB], // KILLED
-  [33, 64 * KIB + 32], // SEND
-  [2, 4 * KIB], // SENT
-  [2, 4 * KIB], // DROPPED
-  [2, 4 * KIB], // SNAPSHOT
-  [2, 8 * KIB * KIB], // SCREEN
-];
-
 /** The largest INPUT payload; longer input is split over several frames. */
-export const MAX_IO_PAYLOAD = 64 * KIB;
-export const HEADER_SIZE = 8;
+export const MAX_IO_PAYLOAD = BOUNDS[FrameType.INPUT][1];
+export { HEADER_SIZE };
+
+/**
+ * A frame or payload the protocol refuses. `wireError` is the ERROR code a daemon would answer
+ * it with (bad_frame, unsupported_version, too_big), in the order of section 2.2.
+ */
+export class FrameError extends ProtocolError {
+  constructor(
+    readonly wireError: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 export interface Frame {
   type: number;
@@ -203,28 +151,53 @@ export class FrameDecoder {
 
 /** Section 2.2, in its order. Returns the payload length. */
 function validateHeader(head: Buffer, connectionVersion: number): number {
-  if (head[0] !== 0x50 || head[1] !== 0x56) throw new ProtocolError("bad frame: magic is not PV");
+  if (head[0] !== 0x50 || head[1] !== 0x56) throw new FrameError("bad_frame", "bad frame: magic is not PV");
   const version = head[2];
-  if (version < 1 || version > connectionVersion) throw new ProtocolError(`unsupported frame version ${version}`);
+  if (version < OLDEST_VERSION || version > Math.min(connectionVersion, NEWEST_VERSION)) {
+    throw new FrameError("unsupported_version", `unsupported frame version ${version}`);
+  }
   const type = head[3];
-  if (type < 1 || type > LAST_TYPE_OF_VERSION[version]) throw new ProtocolError(`bad frame: unknown type ${type} in version ${version}`);
+  if (type < 1 || type > LAST_TYPE_OF_VERSION[version]) {
+    throw new FrameError("bad_frame", `bad frame: unknown type ${type} in version ${version}`);
+  }
   const length = head.readUInt32BE(4);
   const [min, max] = BOUNDS[type];
-  if (length > max) throw new ProtocolError(`frame type ${type} too big: ${length} > ${max}`);
-  if (length < min) throw new ProtocolError(`bad frame: type ${type} length ${length} < ${min}`);
+  if (length > max) throw new FrameError("too_big", `frame type ${type} too big: ${length} > ${max}`);
+  if (length < min) throw new FrameError("bad_frame", `bad frame: type ${type} length ${length} < ${min}`);
   return length;
 }
 
-/** Parses a JSON payload that must be one object. */
+const TYPE_NAMES: ReadonlyMap<number, string> = new Map(Object.entries(FrameType).map(([name, n]) => [n, name]));
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+function jsonTypeOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  if (typeof value === "number") return Number.isInteger(value) ? "integer" : "number";
+  return typeof value; // string, boolean, object
+}
+
+/**
+ * Parses a JSON payload that must be one object (section 3), in UTF-8, with the members its
+ * type requires, each of its JSON type (protocol/protocol.json). Else FrameError bad_frame.
+ */
 export function parseJsonObject(frame: Frame): Record<string, unknown> {
+  const name = TYPE_NAMES.get(frame.type) ?? `type ${frame.type}`;
   let value: unknown;
   try {
-    value = JSON.parse(frame.payload.toString("utf8"));
+    value = JSON.parse(utf8.decode(frame.payload));
   } catch (e) {
-    throw new ProtocolError(`frame type ${frame.type}: payload is not JSON (${(e as Error).message})`);
+    throw new FrameError("bad_frame", `${name}: payload is not JSON (${(e as Error).message})`);
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    throw new ProtocolError(`frame type ${frame.type}: payload is not a JSON object`);
+    throw new FrameError("bad_frame", `${name}: payload is not a JSON object`);
   }
-  return value as Record<string, unknown>;
+  const body = value as Record<string, unknown>;
+  for (const [member, kinds] of Object.entries(REQUIRED_MEMBERS[name] ?? {})) {
+    if (!(member in body)) throw new FrameError("bad_frame", `${name} without "${member}"`);
+    if (!kinds.includes(jsonTypeOf(body[member]))) {
+      throw new FrameError("bad_frame", `${name}: "${member}" is not ${kinds.join(" or ")}`);
+    }
+  }
+  return body;
 }

@@ -17,68 +17,26 @@ from typing import Any, NamedTuple
 
 from .errors import ProtocolError
 
-MAGIC = b"PV"
+from ._wire import (BOUNDS, FROM_DAEMON, HEADER_SIZE, LAST_TYPE_OF_VERSION, MAGIC,  # noqa: F401
+                    NEWEST_VERSION, OLDEST_VERSION, REQUIRED_MEMBERS, FrameType)
+
 VERSION = 2            # the version of every connection but SNAPSHOT's (section 8)
 SCREEN_VERSION = 3     # SNAPSHOT/SCREEN (section 10) exist from this version on
-HEADER_SIZE = 8
 _HEADER = struct.Struct(">2sBBI")
 
 DEFAULT_SOCKET_PATH = "/run/ptyvisor/ptyvisor.sock"   # src/client/default_socket.h
 SOCKET_ENVIRONMENT_VARIABLE = "PTYVISOR_SOCKET"
 
-MAX_IO_PAYLOAD = 65536
+MAX_IO_PAYLOAD = BOUNDS[FrameType.INPUT][1]
 
 
-class FrameType(enum.IntEnum):
-    START = 1
-    STARTED = 2
-    INPUT = 3
-    OUTPUT = 4
-    RESIZE = 5
-    SIGNAL = 6
-    STOP = 7
-    EXIT = 8
-    ERROR = 9
-    STATUS_REQUEST = 10
-    STATUS = 11
-    ATTACH = 12
-    ATTACHED = 13
-    DETACH = 14
-    DETACHED = 15
-    LIST = 16
-    SESSIONS = 17
-    READ = 18
-    LOG = 19
-    WAIT = 20
-    WAITED = 21
-    KILL = 22
-    KILLED = 23
-    SEND = 24
-    SENT = 25
-    DROPPED = 26
-    SNAPSHOT = 27
-    SCREEN = 28
+class FrameError(ProtocolError):
+    """A frame or payload the protocol refuses; `wire_error` is the ERROR code a daemon would
+    answer it with (bad_frame, unsupported_version, too_big), as section 2.2 orders them."""
 
-
-_K256 = 262144
-_K4 = 4096
-# (min, max) payload length per type: sections 2.1 and 9.3.
-BOUNDS: dict[int, tuple[int, int]] = {
-    FrameType.START: (2, _K256), FrameType.STARTED: (2, _K4),
-    FrameType.INPUT: (1, MAX_IO_PAYLOAD), FrameType.OUTPUT: (1, MAX_IO_PAYLOAD),
-    FrameType.RESIZE: (2, _K4), FrameType.SIGNAL: (2, _K4), FrameType.STOP: (0, 0),
-    FrameType.EXIT: (2, _K4), FrameType.ERROR: (2, _K4), FrameType.STATUS_REQUEST: (0, 0),
-    FrameType.STATUS: (2, _K256), FrameType.ATTACH: (2, _K4), FrameType.ATTACHED: (2, _K256),
-    FrameType.DETACH: (0, 0), FrameType.DETACHED: (2, _K4), FrameType.LIST: (0, 0),
-    FrameType.SESSIONS: (2, _K256), FrameType.READ: (2, _K4), FrameType.LOG: (2, _K4),
-    FrameType.WAIT: (2, _K4), FrameType.WAITED: (2, _K4), FrameType.KILL: (2, _K4),
-    FrameType.KILLED: (2, _K4), FrameType.SEND: (33, 32 + MAX_IO_PAYLOAD),
-    FrameType.SENT: (2, _K4), FrameType.DROPPED: (2, _K4),
-    FrameType.SNAPSHOT: (2, _K4), FrameType.SCREEN: (2, 8388608),
-}
-# The highest frame type each version knows (sections 2.2, 9.3, 10.1): a type above it, in a
-# frame of that version, is unknown.
-LAST_TYPE_OF_VERSION = {1: FrameType.STATUS, 2: FrameType.DROPPED, 3: FrameType.SCREEN}
+    def __init__(self, wire_error: str, message: str) -> None:
+        super().__init__(message)
+        self.wire_error = wire_error
 
 
 def default_socket_path() -> str:
@@ -102,15 +60,19 @@ def parse_header(header: bytes, connection_version: int = VERSION) -> tuple[int,
     version."""
     magic, version, ftype, length = _HEADER.unpack(header)
     if magic != MAGIC:
-        raise ProtocolError("the daemon sent a frame with bad magic")
-    if not 1 <= version <= connection_version:
-        raise ProtocolError(f"the daemon sent a frame of version {version} in a version "
-                            f"{connection_version} connection")
+        raise FrameError("bad_frame", "the daemon sent a frame with bad magic")
+    if not OLDEST_VERSION <= version <= min(connection_version, NEWEST_VERSION):
+        raise FrameError("unsupported_version", f"the daemon sent a frame of version {version} "
+                         f"in a version {connection_version} connection")
     bounds = BOUNDS.get(ftype)
     if bounds is None or ftype > LAST_TYPE_OF_VERSION[version]:
-        raise ProtocolError(f"the daemon sent a frame of unknown type {ftype}")
-    if not bounds[0] <= length <= bounds[1]:
-        raise ProtocolError(f"the daemon sent a {FrameType(ftype).name} of {length} bytes")
+        raise FrameError("bad_frame", f"the daemon sent a frame of unknown type {ftype}")
+    if length > bounds[1]:
+        raise FrameError("too_big", f"the daemon sent a {FrameType(ftype).name} of {length} "
+                         f"bytes, over its {bounds[1]}")
+    if length < bounds[0]:
+        raise FrameError("bad_frame", f"the daemon sent a {FrameType(ftype).name} of {length} "
+                         f"bytes, under its {bounds[0]}")
     return ftype, length
 
 
@@ -141,14 +103,31 @@ class FrameDecoder:
             del buf[:pos]
 
 
+_JSON_TYPES = {"string": (str,), "integer": (int,), "boolean": (bool,), "object": (dict,),
+               "array": (list,), "null": (type(None),)}
+
+
+def _json_type_is(value: Any, kind: str) -> bool:
+    if kind == "integer" and isinstance(value, bool):
+        return False
+    return isinstance(value, _JSON_TYPES[kind])
+
+
 def decode_json(ftype: int, payload: bytes) -> dict:
-    """One JSON object, as section 3 requires, or ProtocolError."""
+    """One JSON object, as section 3 requires, with the members its type requires, each of
+    its JSON type (protocol/protocol.json); else FrameError bad_frame."""
+    name = FrameType(ftype).name
     try:
-        body = json.loads(payload)
+        body = json.loads(payload.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise ProtocolError(f"{FrameType(ftype).name}: not JSON ({e})") from None
+        raise FrameError("bad_frame", f"{name}: not JSON ({e})") from None
     if not isinstance(body, dict):
-        raise ProtocolError(f"{FrameType(ftype).name}: not a JSON object")
+        raise FrameError("bad_frame", f"{name}: not a JSON object")
+    for member_name, kinds in REQUIRED_MEMBERS.get(name, {}).items():
+        if member_name not in body:
+            raise FrameError("bad_frame", f"{name} without {member_name!r}")
+        if not any(_json_type_is(body[member_name], kind) for kind in kinds):
+            raise FrameError("bad_frame", f"{name}: {member_name!r} is not {' or '.join(kinds)}")
     return body
 
 
