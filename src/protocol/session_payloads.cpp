@@ -224,7 +224,9 @@ Decoded<AttachedReply> decode_attached(std::string_view text) {
             !r.u64("offset", v.offset, UINT64_MAX) || !r.state(v.state))
             return false;
         v.observe = role == "observer";
-        if (const json* size = r.find("size", false); size && size->is_object()) {
+        if (const json* size = r.find("size", false)) {
+            // An optional member of the wrong type is an error (docs/protocol.md, section 3).
+            if (!size->is_object()) return r.fail("size", "must be an object");
             Reader s{*size, r.why};
             if (!s.u64("cols", cols, 0xffff) || !s.u64("rows", rows, 0xffff)) return false;
             v.size = {static_cast<std::uint16_t>(rows), static_cast<std::uint16_t>(cols)};
