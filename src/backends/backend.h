@@ -1,4 +1,4 @@
-// Backend: how a session's command is started, watched and stopped (the pilot's "manager").
+// Backend: how a session's command is started, watched and stopped.
 //
 // Two implementations sit behind this interface: `systemd` (a transient unit per session,
 // through sd-bus) and `direct` (fork and exec in a cgroup of our own). Both run on the

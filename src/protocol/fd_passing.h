@@ -1,7 +1,7 @@
 // Sending and receiving bytes with SCM_RIGHTS descriptors on a Unix stream socket.
 //
-// receive_with_fds() fixes the pilot's flaw 2: its ancillary buffer has room for SCM_MAX_FD
-// (253) descriptors, every descriptor that one recvmsg installed is owned by a UniqueFd
+// receive_with_fds() cannot leak what a hostile client sends: its ancillary buffer has room
+// for SCM_MAX_FD (253) descriptors, every descriptor that one recvmsg installed is owned by a UniqueFd
 // before the function looks at anything else, and a truncated message (MSG_CTRUNC) still
 // hands back, and so closes, each descriptor the kernel did install.
 #pragma once

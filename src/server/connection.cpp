@@ -35,8 +35,8 @@ std::uint64_t usec(std::chrono::duration<double> d) { return to_usec(d); }
 // unless the client made it block; then the ERROR goes out anyway.
 constexpr std::uint64_t kDisposeWaitUsec = 100'000;
 // How long a bulk session's output may wait for a whole frame (connection.h): less than a
-// frame at 60 Hz, lost on a person; and fifteen floods' clients wake 100 times a second
-// each at most, not thousands.
+// frame at 60 Hz, lost on a person; and a flood's client wakes 100 times a second at most,
+// not thousands.
 constexpr std::uint64_t kBulkOutputDelayUsec = 10'000;
 // Socket reads per wakeup (each up to a frame's worth): a client that writes as fast as it
 // can is served in turns, like every other source, instead of for as long as it writes.

@@ -49,8 +49,8 @@
 //  - A bulk session's output (Session::bulk: a flood) is written once a whole frame has come,
 //    or kBulkOutputDelay after the first byte that waits, whichever is first; any other
 //    session's at once. Every OUTPUT frame wakes the client, and each wakeup costs the machine
-//    more than the bytes: fifteen floods woke their clients thousands of times a second, and
-//    the keystrokes of a sixteenth session waited for a CPU behind them.
+//    more than the bytes: unbatched, a few floods wake their clients thousands of times a
+//    second, and the keystrokes of another session wait for a CPU behind them.
 //  - One wakeup reads at most kReadsPerWakeup buffers from the socket; the rest waits for the
 //    next turn of the loop, behind every other source that is ready (docs/security.md).
 //  - Memory is bounded: at most one decoder frame, the session's held input, and

@@ -34,8 +34,8 @@
 // answered that much later. Idle sessions cost nothing: no timer runs while nothing is owed.
 //
 // What waits to be sent to the worker is bounded: an agent can resize its terminal far faster
-// than a worker at nice 10 can follow, and each RESIZE used to wait in the daemon's memory
-// (3 million made it grow by 270 MB). A Resize that follows another of the same session with
+// than a worker at nice 10 can follow, and each RESIZE would otherwise wait in the daemon's
+// memory, as many as the agent sends. A Resize that follows another of the same session with
 // no output between replaces it. Past kMaxBacklogBytes, or kMaxBacklogFds logs waiting to be
 // handed over (sessions started in a burst while the worker is starved), the worker is too
 // far behind to be worth waiting for: it is killed, without blame, and its successor

@@ -6,9 +6,9 @@
 // (main.cpp), only SIGKILL could stop it, and no session would be cleaned up.
 //
 // It stops on SIGTERM or SIGINT: stop accepting, end every session with reason shutdown, wait
-// for each cleanup, exit 0. A cleanup that fails does not stop it (the pilot failed closed,
-// and then one process the kernel could not kill stopped the daemon and every later start):
-// the session is quarantined (Session::on_stopped) and the next start cleans up what is left.
+// for each cleanup, exit 0. A cleanup that fails does not stop it: one process the kernel
+// cannot kill yet must not stop the daemon, nor every later start. The session is
+// quarantined (Session::on_stopped) and the next start cleans up what is left.
 #pragma once
 
 #include <map>

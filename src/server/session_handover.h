@@ -1,5 +1,5 @@
 // Session handover: what one run of the daemon leaves to the next so that live sessions
-// survive a restart (issue 16; docs/operations.md, "What survives what").
+// survive a restart (docs/operations.md, "What survives what").
 //
 // Each running session is three descriptors, named "<kind>-<id>" (kind pty, log or meta; id
 // the session's 32 hex digits):
