@@ -16,7 +16,23 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 # Each stage's header says when it began, so that a CI log shows where the time goes.
-stage() { echo "== $* [$(date -u +%H:%M:%S), ${SECONDS}s in]"; }
+# At the end (or at a failure), a table of every stage and how long it took. STATUS: the
+# exit status to report, when a trap has run something since (default: $?).
+stage_names=() stage_starts=()
+stage() {
+  echo "== $* [$(date -u +%H:%M:%S), ${SECONDS}s in]"
+  stage_names+=("$*") stage_starts+=("$SECONDS")
+}
+stage_table() {
+  local status=${1:-$?} i end
+  echo "== stages (exit status $status)"
+  for i in "${!stage_names[@]}"; do
+    end=${stage_starts[$((i + 1))]:-$SECONDS}
+    printf '%6ss  %s\n' "$((end - stage_starts[i]))" "${stage_names[$i]}"
+  done
+  printf '%6ss  total\n' "$SECONDS"
+}
+trap stage_table EXIT
 
 scripts/ensure-test-account.sh
 
@@ -29,7 +45,7 @@ stage "binaries the test account cannot reach (a clone in /root, mode 0700)"
 # The suite runs the client as the account, which cannot reach binaries in a 0700 tree: built
 # there, the suite must still give the account binaries it can run.
 private=$(mktemp -d /tmp/ptyvisor-private.XXXXXX)   # 0700, root's
-trap 'rm -rf "$private"' EXIT
+trap 'status=$?; rm -rf "$private"; stage_table $status' EXIT
 cp build/default/src/server/ptyvisord build/default/src/cli/ptyvisor "$private/"
 PTYVISORD_BIN="$private/ptyvisord" PTYVISOR_BIN="$private/ptyvisor" \
   build/default/tests/integration/ptyvisor_integration_tests \
@@ -37,6 +53,7 @@ PTYVISORD_BIN="$private/ptyvisord" PTYVISOR_BIN="$private/ptyvisor" \
   --gtest_output="json:$private/report.json"
 python3 tests/check-results.py direct "$private/report.json"
 rm -rf "$private"
+trap stage_table EXIT
 
 stage "plain Release build, configured as a newcomer would (no preset, so no -Werror)"
 # What a packager ships: the daemon and the CLI. (The tests compile in the default build; with
