@@ -45,16 +45,15 @@ int on_defer(sd_event_source*, void* userdata) {
 // Hands ownership of `fn` to the source: sd-event destroys it with the source. On failure
 // the source is gone and `fn` with it.
 // "connection.cpp:87": the file's name and the line that added the source.
-void name_after(sd_event_source* s, const std::source_location& where) {
-    std::string_view file = where.file_name();
+void name_after(sd_event_source* s, std::string_view file, int line) {
     if (const auto slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
-    const std::string name = std::string(file) + ":" + std::to_string(where.line());
+    const std::string name = std::string(file) + ":" + std::to_string(line);
     (void)sd_event_source_set_description(s, name.c_str());  // a name is only a help
 }
 
 template <class F>
-int adopt(sd_event_source* s, EventSource& out, F* fn, const std::source_location& where) {
-    name_after(s, where);
+int adopt(sd_event_source* s, EventSource& out, F* fn, const char* file, int line) {
+    name_after(s, file, line);
     EventSource source(s);
     if (const int r = sd_event_source_set_destroy_callback(s, destroy_handler<F>); r < 0) {
         delete fn;
@@ -67,7 +66,7 @@ int adopt(sd_event_source* s, EventSource& out, F* fn, const std::source_locatio
 }  // namespace
 
 int add_io(sd_event* e, EventSource& out, int fd, std::uint32_t events, IoHandler handler,
-           std::source_location where) {
+           const char* file, int line) {
     auto* fn = new IoHandler(std::move(handler));
     sd_event_source* s = nullptr;
     const int r = sd_event_add_io(e, &s, fd, events, on_io, fn);
@@ -75,11 +74,11 @@ int add_io(sd_event* e, EventSource& out, int fd, std::uint32_t events, IoHandle
         delete fn;
         return r;
     }
-    return adopt(s, out, fn, where);
+    return adopt(s, out, fn, file, line);
 }
 
 int add_timer(sd_event* e, EventSource& out, std::uint64_t after_usec, TimerHandler handler,
-              std::source_location where) {
+              const char* file, int line) {
     auto* fn = new TimerHandler(std::move(handler));
     sd_event_source* s = nullptr;
     const int r = sd_event_add_time_relative(e, &s, CLOCK_MONOTONIC, after_usec, 1000, on_time, fn);
@@ -87,10 +86,10 @@ int add_timer(sd_event* e, EventSource& out, std::uint64_t after_usec, TimerHand
         delete fn;
         return r;
     }
-    return adopt(s, out, fn, where);
+    return adopt(s, out, fn, file, line);
 }
 
-int add_defer(sd_event* e, EventSource& out, TimerHandler handler, std::source_location where) {
+int add_defer(sd_event* e, EventSource& out, TimerHandler handler, const char* file, int line) {
     auto* fn = new TimerHandler(std::move(handler));
     sd_event_source* s = nullptr;
     int r = sd_event_add_defer(e, &s, on_defer, fn);
@@ -100,7 +99,7 @@ int add_defer(sd_event* e, EventSource& out, TimerHandler handler, std::source_l
         delete fn;
         return r;
     }
-    return adopt(s, out, fn, where);
+    return adopt(s, out, fn, file, line);
 }
 
 }  // namespace ptyvisor
@@ -108,8 +107,8 @@ int add_defer(sd_event* e, EventSource& out, TimerHandler handler, std::source_l
 namespace ptyvisor {
 
 int rearm_timer(sd_event* e, EventSource& timer, std::uint64_t after_usec, TimerHandler handler,
-                std::source_location where) {
-    if (!timer) return add_timer(e, timer, after_usec, std::move(handler), where);
+                const char* file, int line) {
+    if (!timer) return add_timer(e, timer, after_usec, std::move(handler), file, line);
     const int r = sd_event_source_set_time_relative(timer.get(), after_usec);
     if (r < 0) return r;
     return sd_event_source_set_enabled(timer.get(), SD_EVENT_ONESHOT);

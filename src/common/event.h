@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <source_location>
 #include <string>
 
 namespace ptyvisor {
@@ -40,24 +39,26 @@ inline std::uint64_t to_usec(std::chrono::duration<double> d) {
 
 // Every source these add is named after the place that added it ("connection.cpp:87"), so
 // that sd-event's debug log and introspection say whose it is, as systemd names its own
-// (ptyfwd.c); describe_source() gives a source a name of its own (a session's id).
+// (ptyfwd.c); describe_source() gives a source a name of its own (a session's id). The place
+// comes from the compiler's __builtin_FILE and __builtin_LINE as default arguments (the call
+// site's), not std::source_location, which clang 14 (the fuzz build) lacks with libstdc++ 12.
 //
 // Adds an io source whose callback is a std::function; the function lives as long as the
 // source. Returns 0 or a negative errno (docs/architecture.md, "Error conventions"); on
 // failure `out` is untouched.
 using IoHandler = std::function<void(std::uint32_t revents)>;
 int add_io(sd_event* e, EventSource& out, int fd, std::uint32_t events, IoHandler handler,
-           std::source_location where = std::source_location::current());
+           const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 // A one-shot monotonic timer `after` microseconds from now. Returns 0 or a negative errno.
 using TimerHandler = std::function<void()>;
 int add_timer(sd_event* e, EventSource& out, std::uint64_t after_usec, TimerHandler handler,
-              std::source_location where = std::source_location::current());
+              const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 // A "defer" source: runs once on the next loop iteration (used so that callbacks are never
 // invoked from inside the call that registered them). Returns 0 or a negative errno.
 int add_defer(sd_event* e, EventSource& out, TimerHandler handler,
-              std::source_location where = std::source_location::current());
+              const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 }  // namespace ptyvisor
 
@@ -65,7 +66,7 @@ namespace ptyvisor {
 // Arms `timer` to fire once, `after_usec` from now, creating it on first use. Returns 0 or a
 // negative errno.
 int rearm_timer(sd_event* e, EventSource& timer, std::uint64_t after_usec, TimerHandler handler,
-                std::source_location where = std::source_location::current());
+                const char* file = __builtin_FILE(), int line = __builtin_LINE());
 // Sets an io source's events; 0 disables it. Returns 0 or a negative errno (a source that
 // cannot be enabled stays as it was).
 int set_io_events(EventSource& source, std::uint32_t events);
