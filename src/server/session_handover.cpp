@@ -247,7 +247,7 @@ BusPtr open_system_bus() {
 // The object path of the unit we run in; empty when unknown.
 std::string own_unit_path(sd_bus* bus) {
     sd_bus_message* reply_raw = nullptr;
-    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_error error{};  // SD_BUS_ERROR_NULL, without its C99 compound literal
     const int r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                      "org.freedesktop.systemd1.Manager", "GetUnitByPID", &error, &reply_raw, "u",
                                      static_cast<std::uint32_t>(::getpid()));
@@ -265,7 +265,7 @@ unsigned own_fd_store_max() {
     if (!bus) return 0;
     const std::string unit_path = own_unit_path(bus.get());
     if (unit_path.empty()) return 0;
-    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_error error{};  // SD_BUS_ERROR_NULL, without its C99 compound literal
     std::uint32_t max = 0;
     const int r = sd_bus_get_property_trivial(bus.get(), "org.freedesktop.systemd1", unit_path.c_str(),
                                               "org.freedesktop.systemd1.Service", "FileDescriptorStoreMax", &error,
@@ -279,7 +279,7 @@ bool own_unit_restarting() {
     if (!bus) return false;
     const std::string unit_path = own_unit_path(bus.get());
     if (unit_path.empty()) return false;
-    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_error error{};  // SD_BUS_ERROR_NULL, without its C99 compound literal
     sd_bus_message* reply_raw = nullptr;
     int r = sd_bus_get_property(bus.get(), "org.freedesktop.systemd1", unit_path.c_str(),
                                 "org.freedesktop.systemd1.Unit", "Job", &error, &reply_raw, "(uo)");

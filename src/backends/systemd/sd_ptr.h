@@ -49,7 +49,7 @@ public:
     }
 
 private:
-    sd_bus_error error_ = SD_BUS_ERROR_NULL;
+    sd_bus_error error_{};  // SD_BUS_ERROR_NULL, without its C99 compound literal
 };
 
 inline std::string describe_errno(int r) {
