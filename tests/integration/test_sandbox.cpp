@@ -194,8 +194,10 @@ TEST_F(EndToEnd, SessionSignalSparesAProcessOfAnotherAccountInTheSession) {
     ASSERT_NE(start_daemon(), nullptr);
     auto c = connect_as_account();
     ASSERT_NE(c, nullptr);
+    // `wait` returns as soon as the shell gets a trapped signal: the trap runs whether or not
+    // the signal also found the sleep (a sleep forked while the daemon signalled would not).
     const auto started = start_session(
-        *c, {"sh", "-c", "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 1000; done"});
+        *c, {"sh", "-c", "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 1000 & wait $!; done"});
     ASSERT_TRUE(started);
     std::string seen;
     ASSERT_TRUE(c->read_output_until("ready\r\n", kWait, &seen)) << seen << c->output();
