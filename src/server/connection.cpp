@@ -1,9 +1,5 @@
 #include "server/connection.h"
 
-#include <sys/epoll.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +11,6 @@
 #include "common/linux.h"
 #include "common/log.h"
 #include "common/process.h"
-#include "protocol/fd_passing.h"
 #include "protocol/session_payloads.h"
 #include "server/pty.h"
 #include "server/server.h"
@@ -31,16 +26,10 @@ namespace {
 
 std::uint64_t usec(std::chrono::duration<double> d) { return to_usec(d); }
 
-// How long output waits for refused descriptors to be closed. Closing takes microseconds,
-// unless the client made it block; then the ERROR goes out anyway.
-constexpr std::uint64_t kDisposeWaitUsec = 100'000;
 // How long a bulk session's output may wait for a whole frame (connection.h): less than a
 // frame at 60 Hz, lost on a person; and a flood's client wakes 100 times a second at most,
 // not thousands.
 constexpr std::uint64_t kBulkOutputDelayUsec = 10'000;
-// Socket reads per wakeup (each up to a frame's worth): a client that writes as fast as it
-// can is served in turns, like every other source, instead of for as long as it writes.
-constexpr int kReadsPerWakeup = 4;
 
 }  // namespace
 
@@ -68,12 +57,12 @@ void Connection::on_exception(const char* where) noexcept {
 
 Connection::Connection(Server& server, UniqueFd socket, PeerIdentity peer)
     : server_(server),
-      socket_(std::move(socket)),
       peer_(std::move(peer)),
       serial_(server.next_serial()),
+      transport_(*this, server.event(), server.worker(), std::move(socket), usec(server.config().timeouts.operation)),
       batch_(server.event(), protocol::kMaxIoPayloadSize, kBulkOutputDelayUsec,
              guarded("batch timer", [this] { flush_output(); })) {
-    out_.set_version(version_);
+    transport_.queue().set_version(version_);
 }
 
 Connection::~Connection() {
@@ -84,11 +73,7 @@ Connection::~Connection() {
 }
 
 int Connection::begin() {
-    const int size = static_cast<int>(server_.config().limits.socket_buffer_bytes);
-    ::setsockopt(socket_.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-    ::setsockopt(socket_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-    const int r = add_io(server_.event(), socket_source_, socket_.get(), EPOLLIN | EPOLLRDHUP,
-                         guarded("socket", [this](std::uint32_t revents) { on_socket(revents); }));
+    const int r = transport_.begin(static_cast<int>(server_.config().limits.socket_buffer_bytes));
     if (r < 0) return r;
     return add_timer(server_.event(), handshake_timer_, usec(server_.config().timeouts.handshake),
                      guarded("handshake timer", [this] { on_handshake_timeout(); }));
@@ -141,85 +126,62 @@ void Connection::enter(Stage next) {
 // START, not once the last frame is queued, and not while the session holds as much of this
 // controller's input as it may (backpressure).
 bool Connection::reading() const {
-    if (awaiting_answer() || last_frame_queued() || socket_eof_) return false;
+    if (awaiting_answer() || last_frame_queued() || transport_.eof()) return false;
     return !(session_ && role_ == Role::Controller && session_->input_full());
 }
 
-void Connection::on_socket(std::uint32_t revents) {
-    if (revents & EPOLLOUT) flush_output();
-    if (stage_ == Stage::Closed) return;
-    const bool hangup = (revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
-    if (awaiting_answer()) {
-        // Only a hang-up is watched meanwhile: whoever asked is gone, so is the START.
-        if (hangup) close();
-        return;
-    }
+ClientTransport::Handler::Watch Connection::watch() const {
+    // Only a hang-up is watched while a worker or the backend answers: whoever asked may go.
+    if (awaiting_answer()) return Watch::HangUp;
+    if (transport_.eof() || last_frame_queued()) return Watch::Nothing;
+    return reading() && !waiter_ ? Watch::Frames : Watch::HangUp;
+}
+
+bool Connection::may_hold_fds(std::size_t held) const { return stage_ == Stage::Handshake && held <= 1; }
+
+void Connection::fds_refused(const char* why) { send_error(ErrorCode::WrongFdCount, why); }
+
+void Connection::client_hung_up(bool reset) {
+    // Waiting for an answer: whoever asked is gone, so is the START.
+    if (awaiting_answer()) return close();
+    // Only the last frame is left to send; nothing the client says matters any more.
     if (last_frame_queued()) {
-        // Only the last frame is left to send; nothing the client says matters any more.
-        if (revents & (EPOLLHUP | EPOLLERR)) close();
+        if (reset) close();
         return;
     }
-    if (!reading()) {
-        // Not reading (backpressure), but a hang-up is still news: the client is gone.
-        if (hangup) {
-            socket_eof_ = true;
-            leave_session(/*disconnected=*/true);
-            close();
-        }
-        return;
-    }
-    if ((revents & EPOLLIN) || hangup) receive();
+    // Not reading (backpressure), but the client is gone.
+    client_went_away();
 }
 
-void Connection::receive() {
-    std::uint8_t buffer[protocol::kHeaderSize + protocol::kMaxIoPayloadSize];
-    for (int reads = 0; stage_ != Stage::Closed && reading() && reads < kReadsPerWakeup; ++reads) {
-        auto got = protocol::receive_with_fds(socket_.get(), buffer);
-        if (got.error == -EAGAIN || got.error == -EINTR) break;
-        if (got.error != 0) {
-            socket_eof_ = true;
-            break;
-        }
-        // Every descriptor is kept until send_error() or start hands it to the worker:
-        // none is closed here, on the loop.
-        const bool fds_allowed =
-            got.fds.empty() || (stage_ == Stage::Handshake && start_fds_.size() + got.fds.size() <= 1);
-        keep_client_fds(got.fds);
-        if (got.control_truncated) return send_error(ErrorCode::WrongFdCount, "ancillary data was truncated");
-        if (!fds_allowed)
-            return send_error(ErrorCode::WrongFdCount, "exactly one descriptor may be sent, and only with START");
-        if (got.eof) {
-            socket_eof_ = true;
-            break;
-        }
-        decoder_.feed(std::span(buffer, got.bytes));
-        if (!handle_decoded_frames()) return update_socket_events();
-    }
-    if (socket_eof_ && stage_ != Stage::Closed) {
-        if (stage_ == Stage::Handshake && !waiter_)
-            log_debug("client left during the handshake", {{"PEER_PID", std::to_string(peer_pid())}});
-        // A client that half-closes after its request still gets the reply; otherwise it
-        // is gone, and so is a session bound to it.
-        if (!last_frame_queued() && !waiter_) leave_session(/*disconnected=*/true);
-        if (!last_frame_queued() || !waiter_) return close();
-    }
-    update_socket_events();
+void Connection::client_ended() {
+    if (stage_ == Stage::Handshake && !waiter_)
+        log_debug("client left during the handshake", {{"PEER_PID", std::to_string(peer_pid())}});
+    // A client that half-closes after its request still gets the reply; otherwise it
+    // is gone, and so is a session bound to it.
+    if (!last_frame_queued() && !waiter_) leave_session(/*disconnected=*/true);
+    if (!last_frame_queued() || !waiter_) return close();
 }
 
-bool Connection::handle_decoded_frames() {
+void Connection::client_went_away() {
+    leave_session(/*disconnected=*/true);
+    close();
+}
+
+bool Connection::handle_frames() {
     protocol::Frame frame;
     for (;;) {
         if (stage_ == Stage::Closed || last_frame_queued() || awaiting_answer() || waiter_) return false;
-        const auto status = decoder_.next(frame);
+        auto& decoder = transport_.decoder();
+        const auto status = decoder.next(frame);
         if (status == protocol::FrameDecoder::Status::NeedMore) return true;
         if (status == protocol::FrameDecoder::Status::Failed) {
-            send_error(decoder_.error(), "malformed frame header");
+            send_error(decoder.error(), "malformed frame header");
             return false;
         }
         if (!version_known_) {
             version_known_ = true;
             version_ = frame.version;
-            out_.set_version(version_);
+            transport_.queue().set_version(version_);
         } else if (frame.version != version_) {
             send_error(ErrorCode::UnsupportedVersion, "a connection speaks one protocol version");
             return false;
@@ -248,7 +210,7 @@ void Connection::handle_frame(protocol::Frame& frame) {
 
 void Connection::handle_status_request() {
     if (peer_.cred.uid != 0) return send_error(ErrorCode::NotAllowed, "status is for root only");
-    if (!start_fds_.empty()) return send_error(ErrorCode::WrongFdCount, "STATUS_REQUEST carries no descriptor");
+    if (transport_.fd_count() != 0) return send_error(ErrorCode::WrongFdCount, "STATUS_REQUEST carries no descriptor");
     reply(FrameType::Status, server_.status_json());
 }
 
@@ -261,7 +223,7 @@ void Connection::handle_start(const protocol::Frame& frame) {
             return send_error(ErrorCode::NotAllowed, "only the agent's account may start sessions");
         return send_error(ErrorCode::BadFrame, "START: " + request.error);
     }
-    if (peer_.cred.uid == server_.account().uid && start_fds_.size() != 1)
+    if (peer_.cred.uid == server_.account().uid && transport_.fd_count() != 1)
         return send_error(ErrorCode::WrongFdCount, "START must carry exactly one descriptor, the working directory");
     set_terminal(request.value->terminal);
     const bool detach = version_ >= 2 && request.value->detach;
@@ -279,16 +241,11 @@ void Connection::handle_start(const protocol::Frame& frame) {
     };
     callbacks.answered = [this] {
         // Frames the client sent behind START were left in the decoder and the socket.
-        if (handle_decoded_frames()) receive();
+        if (handle_frames()) transport_.receive();
         else update_socket_events();
     };
     starter_ = std::make_unique<SessionStarter>(context, peer_, *this, std::move(callbacks));
-    UniqueFd cwd;
-    if (!start_fds_.empty()) {
-        cwd = std::move(start_fds_.front());
-        start_fds_.clear();
-    }
-    starter_->begin(std::move(*request.value), std::move(cwd), detach);
+    starter_->begin(std::move(*request.value), transport_.take_fd(), detach);
     update_socket_events();
 }
 
@@ -297,8 +254,8 @@ void Connection::session_started() {
     handshake_timer_.reset();
     relaying_ = true;
     cursor_ = session_->log().start();
-    out_.push(FrameType::Started,
-              protocol::encode(protocol::Started{session_->unit(), session_->main_pid(), session_->id()}));
+    transport_.queue().push(FrameType::Started,
+                            protocol::encode(protocol::Started{session_->unit(), session_->main_pid(), session_->id()}));
     flush_output();
 }
 
@@ -364,7 +321,7 @@ void Connection::deliver_signals() {
         }
         if (const std::uint64_t wait = session_->signal_wait_usec(); wait > 0) {
             const int r = rearm_timer(server_.event(), signal_timer_, wait, guarded("signal timer", [this] { deliver_signals(); }));
-            if (r < 0) return on_event_failure(r, "cannot arm the signal timer");
+            if (r < 0) return event_failed(r, "cannot arm the signal timer");
             return;
         }
         const protocol::SignalRequest request = pending_signals_.front();
@@ -395,7 +352,7 @@ void Connection::session_changed() {
 // true when batch_ will write it.
 bool Connection::output_may_wait() {
     if (!session_ || !relaying_ || !session_->bulk() || session_->state() == Session::State::Ended) return false;
-    if (!out_.empty()) return false;
+    if (!transport_.queue().empty()) return false;
     return batch_.wait(session_->log().end() - cursor_);
 }
 
@@ -409,7 +366,7 @@ void Connection::session_gone() {
 void Connection::session_taken_over() {
     session_ = nullptr;  // the session has let go of this connection already
     if (stage_ == Stage::Closed || last_frame_queued()) return;
-    out_.push(FrameType::Detached, protocol::encode(protocol::DetachedReply{cursor_, "taken_over"}));
+    transport_.queue().push(FrameType::Detached, protocol::encode(protocol::DetachedReply{cursor_, "taken_over"}));
     enter(Stage::Closing);
     flush_output();
 }
@@ -420,7 +377,7 @@ void Connection::handle_detach() {
     session_ = nullptr;
     session->detach(this, /*disconnected=*/false);
     server_.sessions().client_left(session);
-    out_.push(FrameType::Detached, protocol::encode(protocol::DetachedReply{cursor_, "detached"}));
+    transport_.queue().push(FrameType::Detached, protocol::encode(protocol::DetachedReply{cursor_, "detached"}));
     enter(Stage::Closing);
     flush_output();
 }
@@ -434,75 +391,53 @@ void Connection::pump_output() {
     constexpr std::size_t kPumpBytes = protocol::kMaxIoPayloadSize;
     if (!session_ || !relaying_ || last_frame_queued()) return;
     const OutputLog& log = session_->log();
+    OutputQueue& out = transport_.queue();
     bool advanced = false;
     if (discard_output_) cursor_ = log.end();
     if (cursor_ < log.start()) {
         // This reader fell behind the log: say so, and go on from the oldest byte held.
-        out_.push(FrameType::Dropped, protocol::encode(protocol::DroppedNotice{log.start(), log.start() - cursor_}));
+        out.push(FrameType::Dropped, protocol::encode(protocol::DroppedNotice{log.start(), log.start() - cursor_}));
         cursor_ = log.start();
         advanced = true;
     }
-    while (out_.size() < kPumpBytes && cursor_ < log.end()) {
+    while (out.size() < kPumpBytes && cursor_ < log.end()) {
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(log.end() - cursor_, protocol::kMaxIoPayloadSize));
         const auto view = log.view(cursor_, n);
-        out_.push_output(view.first, view.second);
+        out.push_output(view.first, view.second);
         cursor_ += view.size();
         advanced = true;
     }
     if (session_->state() == Session::State::Ended && cursor_ == log.end() && !session_->failed_to_start()) {
-        out_.push(FrameType::Exit, protocol::encode(*session_->exit_status()));
+        out.push(FrameType::Exit, protocol::encode(*session_->exit_status()));
         enter(Stage::Closing);
     }
     if (advanced) session_->client_advanced();
 }
 
-void Connection::flush_output() {
-    if (!socket_ || output_held_ || stage_ == Stage::Closed) return;
-    pump_output();
-    for (;;) {
-        bool progress = false;
-        switch (out_.flush(socket_.get(), progress)) {
-            case OutputQueue::Flush::Drained:
-                stall_timer_.reset();
-                if (last_frame_queued()) return close();
-                // The queue took all it had: more of the log may be waiting.
-                if (session_ && relaying_ && cursor_ < session_->log().end()) {
-                    pump_output();
-                    continue;
-                }
-                if (session_ && relaying_ && session_->state() == Session::State::Ended) {
-                    pump_output();
-                    if (last_frame_queued()) continue;
-                }
-                break;
-            case OutputQueue::Flush::Blocked:
-                // The operation timeout runs from the last byte the client took.
-                if (progress || !stall_timer_) {
-                    const int r = rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
-                                              guarded("stall timer", [this] { on_stalled(); }));
-                    // A client that could stall unbounded is not served.
-                    if (r < 0) return on_event_failure(r, "cannot arm the stall timer");
-                }
-                break;
-            case OutputQueue::Flush::Failed:
-                // The client is gone: what it did not take is dropped, and nothing more is sent.
-                out_ = OutputQueue();
-                socket_eof_ = true;
-                leave_session(/*disconnected=*/true);
-                return close();
-        }
-        break;
+bool Connection::queue_drained() {
+    if (last_frame_queued()) {
+        close();
+        return false;
     }
-    update_socket_events();
+    // The queue took all it had: more of the log may be waiting.
+    if (session_ && relaying_ && cursor_ < session_->log().end()) {
+        pump_output();
+        return true;
+    }
+    if (session_ && relaying_ && session_->state() == Session::State::Ended) {
+        pump_output();
+        return last_frame_queued();
+    }
+    return false;
 }
 
-void Connection::on_stalled() {
+void Connection::client_stalled() {
     log_warning("client stalled", {{"PEER_PID", std::to_string(peer_pid())}});
     if (last_frame_queued() || !session_) return close();
     if (role_ == Role::Controller && !session_->detached()) {
         // A bound session waits for its client; one that stops reading ends it. What it
         // did not take is dropped, and the EXIT follows if it ever reads again.
-        out_.drop_unsent();
+        transport_.queue().drop_unsent();
         discard_output_ = true;
         session_->stop(ExitReason::ClientStalled);
         return;
@@ -512,21 +447,9 @@ void Connection::on_stalled() {
     close();
 }
 
-void Connection::update_socket_events() {
-    if (!socket_source_ || stage_ == Stage::Closed) return;
-    std::uint32_t events = 0;
-    if (awaiting_answer()) events |= EPOLLRDHUP;
-    else if (!socket_eof_ && !last_frame_queued()) {
-        events |= EPOLLRDHUP;
-        if (reading() && !waiter_) events |= EPOLLIN;
-    }
-    if (!out_.empty()) events |= EPOLLOUT;
-    if (const int r = set_io_events(socket_source_, events); r < 0) on_event_failure(r, "cannot watch the socket");
-}
-
 // The loop could not watch or time this connection (out of memory): it ends, as a failure
 // of its own, never the daemon's.
-void Connection::on_event_failure(int r, const char* what) {
+void Connection::event_failed(int r, const char* what) {
     log_error_errno(r, what, {{"PEER_PID", std::to_string(peer_pid())}});
     close();
 }
@@ -545,7 +468,7 @@ void Connection::leave_session(bool disconnected) {
 
 void Connection::reply(FrameType type, const std::string& payload) {
     leave_handshake();
-    out_.push(type, payload);
+    transport_.queue().push(type, payload);
     enter(Stage::Closing);
     flush_output();
 }
@@ -576,18 +499,14 @@ void Connection::send_error(ErrorCode code, const std::string& message) {
     quiet_timer_.reset();
     dispose_client_fds();
     // ERROR replaces EXIT: a bound session this controls ends as if the client had gone.
-    out_.drop_unsent();
+    transport_.queue().drop_unsent();
     leave_session(/*disconnected=*/true);
     leave_handshake();
-    out_.push(FrameType::Error, protocol::encode(protocol::ErrorReply{code, message}));
+    transport_.queue().push(FrameType::Error, protocol::encode(protocol::ErrorReply{code, message}));
     enter(Stage::Closing);
     flush_output();
     // A client that never reads its ERROR is cut at the operation timeout.
-    if (stage_ != Stage::Closed && !stall_timer_) {
-        const int r = rearm_timer(server_.event(), stall_timer_, usec(server_.config().timeouts.operation),
-                                  guarded("error timer", [this] { close(); }));
-        if (r < 0) on_event_failure(r, "cannot arm the error timer");
-    }
+    transport_.arm_last_frame_timer();
 }
 
 void Connection::shut_down() {
@@ -601,44 +520,18 @@ void Connection::evict() {
     send_error(ErrorCode::Overloaded, "too many connections are waiting; yours was the oldest of the busiest peer");
 }
 
-void Connection::keep_client_fds(std::vector<UniqueFd>& fds) {
-    for (auto& fd : fds) start_fds_.push_back(std::move(fd));
-    fds.clear();
-}
-
-// What the client sent, and a START's directory (and its check, if one runs): all of it to
-// be closed on a worker.
-SessionStarter::Leftovers Connection::take_client_fds() {
+// A START's directory, and its check if one runs: to be closed on a worker with what the
+// client sent.
+SessionStarter::Leftovers Connection::abandon_start() {
     SessionStarter::Leftovers leftovers;
     // A check still running is abandoned; its directory goes with the rest.
     if (starter_) starter_->abandon(leftovers);
-    for (auto& fd : start_fds_) leftovers.fds.push_back(std::move(fd));
-    start_fds_.clear();
     return leftovers;
 }
 
 void Connection::dispose_client_fds() {
-    auto leftovers = take_client_fds();
-    if (leftovers.fds.empty() && !leftovers.check) return;
-    auto fds = std::make_shared<std::vector<UniqueFd>>(std::move(leftovers.fds));
-    // Output waits until they are closed, or until kDisposeWaitUsec has passed.
-    output_held_ = true;
-    fds_disposed_ = std::make_shared<BlockingWorker::Completion>(guarded("descriptors closed", [this] { release_output(); }));
-    server_.worker().submit([fds, check = std::move(leftovers.check)]() mutable {
-        fds->clear();
-        check.reset();
-    }, fds_disposed_);
-    // Without the timer, output would wait for the worker alone: send it now instead.
-    if (add_timer(server_.event(), dispose_timer_, kDisposeWaitUsec, guarded("dispose timer", [this] { release_output(); })) < 0)
-        release_output();
-}
-
-void Connection::release_output() {
-    fds_disposed_.reset();
-    dispose_timer_.reset();
-    if (!output_held_) return;
-    output_held_ = false;
-    flush_output();
+    auto leftovers = abandon_start();
+    transport_.dispose_fds(std::move(leftovers.fds), std::move(leftovers.check));
 }
 
 void Connection::leave_handshake() {
@@ -660,33 +553,20 @@ void Connection::abandon() {
 
 void Connection::close() {
     if (stage_ == Stage::Closed) return;
-    socket_source_.reset();
-    stall_timer_.reset();
-    dispose_timer_.reset();
+    transport_.stop();
     wait_timer_.reset();
     quiet_timer_.reset();
     signal_timer_.reset();
     search_source_.reset();
     pending_signals_.clear();
     kill_signal_.reset();
-    fds_disposed_.reset();
     waiter_.reset();
-    output_held_ = false;
     peer_.pidfd.reset();
     leave_session(/*disconnected=*/true);
-    // Everything that came from the client goes before it can see EOF, so that a client that
-    // has seen it knows the daemon holds nothing of its own; then the socket, whose queue
-    // may hold descriptors sent and never read. All of it on a worker: any close can block.
-    auto leftovers = take_client_fds();
-    auto fds = std::make_shared<std::vector<UniqueFd>>(std::move(leftovers.fds));
-    auto socket = std::make_shared<UniqueFd>(std::move(socket_));
-    server_.worker().submit([fds, socket, check = std::move(leftovers.check)]() mutable {
-        fds->clear();
-        check.reset();
-        if (*socket) ::shutdown(socket->get(), SHUT_RDWR);
-        socket->reset();
-    });
-    socket_eof_ = true;
+    // The peer's pidfd is closed above, and everything that came from the client goes with
+    // the socket, before the client can see EOF (client_transport.h).
+    auto leftovers = abandon_start();
+    transport_.close(std::move(leftovers.fds), std::move(leftovers.check));
     leave_handshake();
     enter(Stage::Closed);
     handshake_timer_.reset();

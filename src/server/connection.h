@@ -20,26 +20,27 @@
 //  - Closing: the last frame (EXIT, DETACHED, ERROR, a reply) is queued; nothing the client
 //    says matters any more. A connection may close from any stage (the client went).
 // What is left as flags is I/O fact: the socket's end seen, output held while descriptors
-// close, a stalled client's output discarded, STARTED or ATTACHED queued.
+// close (both the transport's), a stalled client's output discarded, STARTED or ATTACHED
+// queued.
 //
 // The transport (the socket, the decoder, the queue, the disposal of client descriptors) is
-// in connection.cpp; the requests in connection_requests.cpp and connection_screen.cpp; a
-// START's checks and its admission slot in SessionStarter (session_starter.h).
+// a ClientTransport (client_transport.h), which asks and tells this connection through its
+// Handler; the requests are in connection_requests.cpp and connection_screen.cpp; a START's
+// checks and its admission slot in SessionStarter (session_starter.h).
 //
 // A START stays in the Handshake phase while a worker thread checks its directory and
 // resolves its command (BlockingWorker), and while the backend rechecks a peer it is Unsure
 // of; the socket is not read meanwhile, so later frames wait in order. The handshake
 // deadline bounds both waits.
 //
-// Invariants:
-//  - Every descriptor the client sends is owned by a UniqueFd the moment it arrives, and is
-//    closed on a worker thread, never on the loop: a client can make close() block. Output
-//    waits until refused ones are closed (or kDisposeWait passes), so a client that reads
-//    ERROR can count on them being gone; the peer's pidfd and every descriptor still held
-//    are closed before the client can see EOF, and the socket itself (which may hold
-//    descriptors sent and never read) is closed on a worker too.
+// Invariants (the transport's own are in client_transport.h: client descriptors, reads per
+// wakeup, the stall timeout):
+//  - Every descriptor the client sends is the transport's, until a START takes its working
+//    directory into SessionStarter; whatever is left of either is closed on a worker. All
+//    of it, and the peer's pidfd, are closed before the client can see EOF.
 //  - No exception leaves a handler of this connection: one that is thrown ends this
-//    connection with ERROR internal, never the daemon.
+//    connection with ERROR internal, never the daemon. The transport's callbacks end in
+//    on_exception() too (Handler::transport_failed).
 //  - A connection never owns a session: it attaches to one in the registry, reads its output
 //    log at a cursor of its own, and detaches before it goes.
 //  - STARTED or ATTACHED precedes every OUTPUT; all output precedes EXIT; EXIT, DETACHED,
@@ -51,8 +52,6 @@
 //    session's at once. Every OUTPUT frame wakes the client, and each wakeup costs the machine
 //    more than the bytes: unbatched, a few floods wake their clients thousands of times a
 //    second, and the keystrokes of another session wait for a CPU behind them.
-//  - One wakeup reads at most kReadsPerWakeup buffers from the socket; the rest waits for the
-//    next turn of the loop, behind every other source that is ready (docs/security.md).
 //  - Memory is bounded: at most one decoder frame, the session's held input, and
 //    kPumpBytes (+ one frame) of OUTPUT per connection; a one-shot reply (READ, LIST,
 //    SNAPSHOT), what the ReplyBudget grants its uid (reply_budget.h).
@@ -72,6 +71,7 @@
 #include "protocol/frame_decoder.h"
 #include "protocol/payloads.h"
 #include "server/blocking_worker.h"
+#include "server/client_transport.h"
 #include "server/output_batch.h"
 #include "server/output_queue.h"
 #include "server/peer.h"
@@ -84,7 +84,7 @@ namespace ptyvisor::server {
 
 class Server;
 
-class Connection final : public SessionClient {
+class Connection final : public SessionClient, private ClientTransport::Handler {
 public:
     enum class Stage { Handshake, Request, Relay, Closing, Closed };
 
@@ -127,12 +127,25 @@ private:
     // The last frame (EXIT, DETACHED, ERROR, a reply) is queued, or sent.
     [[nodiscard]] bool last_frame_queued() const { return stage_ >= Stage::Closing; }
 
+    // ClientTransport::Handler.
+    [[nodiscard]] Watch watch() const override;
+    [[nodiscard]] bool may_read() const override { return reading(); }
+    [[nodiscard]] bool may_hold_fds(std::size_t held) const override;
+    void fds_refused(const char* why) override;
+    bool handle_frames() override;
+    void client_hung_up(bool reset) override;
+    void client_ended() override;
+    void client_went_away() override;
+    void fill_queue() override { pump_output(); }
+    bool queue_drained() override;
+    void client_stalled() override;
+    void last_frame_unread() override { close(); }
+    void event_failed(int r, const char* what) override;
+    void transport_failed(const char* where) noexcept override { on_exception(where); }
+
     // Handshake.
     [[nodiscard]] bool reading() const;
-    void on_socket(std::uint32_t revents);
-    void receive();
     void handle_frame(protocol::Frame& frame);
-    bool handle_decoded_frames();
     void handle_start(const protocol::Frame& frame);
     // Waiting for a worker's or the backend's answer: only a hang-up is read meanwhile.
     [[nodiscard]] bool awaiting_answer() const {
@@ -170,11 +183,9 @@ private:
     void deliver_signals();
     void deliver_kill_signal();
     void pump_output();
-    void flush_output();
+    void flush_output() { transport_.flush(); }
     bool output_may_wait();
-    void update_socket_events();
-    void on_stalled();
-    void on_event_failure(int r, const char* what);
+    void update_socket_events() { transport_.update_events(); }
     void leave_session(bool disconnected);
 
     // End.
@@ -183,10 +194,8 @@ private:
     void leave_handshake();
 
     // Client descriptors.
-    void keep_client_fds(std::vector<UniqueFd>& fds);
-    SessionStarter::Leftovers take_client_fds();
+    SessionStarter::Leftovers abandon_start();
     void dispose_client_fds();
-    void release_output();
 
     // Every handler of this connection runs through guarded(): an exception ends the
     // connection (on_exception), and goes no further.
@@ -194,7 +203,6 @@ private:
     auto guarded(const char* where, F f);
     void on_exception(const char* where) noexcept;
     Server& server_;
-    UniqueFd socket_;
     PeerIdentity peer_;
     std::uint64_t serial_;
     Stage stage_ = Stage::Handshake;
@@ -204,17 +212,12 @@ private:
     bool version_known_ = false;
     bool terminal_ = false;
     std::uint32_t snapshot_ticket_ = 0;  // a SNAPSHOT the screen broker has not answered
-    protocol::FrameDecoder decoder_;
-    std::vector<UniqueFd> start_fds_;  // received before START was handled
     // The START being checked and started, from its frame to STARTED or its ERROR.
     std::unique_ptr<SessionStarter> starter_;
-    // While refused descriptors are being closed, output waits (see the invariants).
-    std::shared_ptr<BlockingWorker::Completion> fds_disposed_;
-    bool output_held_ = false;
-    OutputQueue out_;
-    bool socket_eof_ = false;
+    // The socket, its decoder and queue, and the descriptors the client sent.
+    ClientTransport transport_;
 
-    EventSource socket_source_, handshake_timer_, stall_timer_, dispose_timer_, wait_timer_, quiet_timer_;
+    EventSource handshake_timer_, wait_timer_, quiet_timer_;
     // A bulk session's output waits for a whole frame or kBulkOutputDelayUsec (output_batch.h).
     OutputBatch batch_;
     EventSource search_source_;  // a WAIT for text has more of the log to search (check_wait)

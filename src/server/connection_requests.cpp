@@ -87,7 +87,7 @@ void Connection::handle_attach(const protocol::Frame& frame) {
     relaying_ = true;
     protocol::AttachedReply reply{session->id(), session->unit(), session->main_pid(), r.observe,
                                   log.start(), log.end(), cursor_, wire_state(*session), session->size()};
-    out_.push(FrameType::Attached, protocol::encode(reply));
+    transport_.queue().push(FrameType::Attached, protocol::encode(reply));
     log_info("client attached", {{"UNIT", session->unit()}, {"PEER_PID", std::to_string(peer_pid())},
                                  {"ROLE", r.observe ? "observer" : "controller"}});
     flush_output();
@@ -131,7 +131,7 @@ bool Connection::find_session_access(Request request) {
         send_error(ErrorCode::UnexpectedFrame, "this request needs protocol version 2");
         return false;
     }
-    if (!start_fds_.empty()) {
+    if (transport_.fd_count() != 0) {
         send_error(ErrorCode::WrongFdCount, "only START carries a descriptor");
         return false;
     }
@@ -157,11 +157,11 @@ void Connection::handle_read(const protocol::Frame& frame) {
     protocol::LogReply reply{session->id(), log.start(), from, length, log.end(), wire_state(*session),
                              session->state() == Session::State::Ended ? session->exit_status() : std::nullopt};
     leave_handshake();
-    out_.push(FrameType::Log, protocol::encode(reply));
+    transport_.queue().push(FrameType::Log, protocol::encode(reply));
     for (std::uint64_t at = from; at < from + length;) {
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(from + length - at, protocol::kMaxIoPayloadSize));
         const auto view = log.view(at, n);
-        out_.push_output(view.first, view.second);
+        transport_.queue().push_output(view.first, view.second);
         at += view.size();
     }
     enter(Stage::Closing);
@@ -193,12 +193,12 @@ void Connection::handle_wait(const protocol::Frame& frame) {
     if (const int r = add_timer(server_.event(), wait_timer_, waiter_->request.timeout_ms * 1000,
                                 guarded("wait timeout", [this] { finish_wait(false, "timeout"); }));
         r < 0)
-        return on_event_failure(r, "cannot arm the wait timeout");
+        return event_failed(r, "cannot arm the wait timeout");
     if (waiter_->request.what == protocol::WaitRequest::For::Quiet) {
         if (const int r = add_timer(server_.event(), quiet_timer_, waiter_->request.quiet_ms * 1000,
                                     guarded("quiet", [this] { finish_wait(true, "quiet"); }));
             r < 0)
-            return on_event_failure(r, "cannot arm the quiet timer");
+            return event_failed(r, "cannot arm the quiet timer");
     }
     update_socket_events();
     check_wait();
@@ -246,7 +246,7 @@ void Connection::deliver_kill_signal() {
     }
     if (const std::uint64_t wait = session->signal_wait_usec(); wait > 0) {
         const int r = rearm_timer(server_.event(), signal_timer_, wait, guarded("kill signal timer", [this] { deliver_kill_signal(); }));
-        if (r < 0) return on_event_failure(r, "cannot arm the signal timer");
+        if (r < 0) return event_failed(r, "cannot arm the signal timer");
         return update_socket_events();
     }
     const int signal = kill_signal_->signal;
@@ -285,7 +285,7 @@ void Connection::check_wait() {
                 // The rest on a later turn, behind keystrokes (wait_condition.h).
                 search_source_.reset();
                 const int r = add_defer(server_.event(), search_source_, guarded("search", [this] { check_wait(); }));
-                if (r < 0) return on_event_failure(r, "cannot schedule the rest of the search");
+                if (r < 0) return event_failed(r, "cannot schedule the rest of the search");
                 sd_event_source_set_priority(search_source_.get(), Session::kBulkEventPriority);
                 return;  // not "exited" before the rest of the log has been searched
             }
@@ -298,7 +298,7 @@ void Connection::check_wait() {
         if (const int r = rearm_timer(server_.event(), quiet_timer_, w.request.quiet_ms * 1000,
                                       guarded("quiet", [this] { finish_wait(true, "quiet"); }));
             r < 0)
-            return on_event_failure(r, "cannot arm the quiet timer");
+            return event_failed(r, "cannot arm the quiet timer");
     }
     if (session.state() == Session::State::Ended) {
         if (w.kill || w.request.what == For::Exit) return finish_wait(true, "exit");
