@@ -1,8 +1,8 @@
 #!/bin/bash
 # run.sh TEST_BINARY [gtest args...] - boot the test harness, run TEST_BINARY inside its
 # namespaces as root, tear the harness down on every exit path, return the test's status.
-# Unless the arguments ask for a --gtest_output of their own (the caller then checks it), the
-# run also fails when no test ran or a test was skipped that tests/skip-allowlist.txt does not
+# Unless the arguments ask for a --gtest_output of their own (the caller then checks it), or
+# TEST_BINARY is a script, the run also fails when no test ran or a test was skipped that tests/skip-allowlist.txt does not
 # allow in context ${PTYVISOR_SKIP_CONTEXT:-systemd} (tests/check-results.py): CTest sees only
 # this script's status, not the skips inside.
 set -uo pipefail
@@ -25,7 +25,8 @@ set +a
 report=
 case " $* " in
     *" --gtest_output="*) ;;
-    *) report="$STATE/report.json" ;;
+    # A script (restart.sh runs itself in here) is no GoogleTest binary: it has no report.
+    *) [ "$(head -c 2 "$BIN")" = '#!' ] || report="$STATE/report.json" ;;
 esac
 # shellcheck disable=SC2086  # HARNESS_EXEC is a command prefix
 $HARNESS_EXEC "$BIN" "$@" ${report:+"--gtest_output=json:$report"}
