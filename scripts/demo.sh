@@ -1,13 +1,16 @@
 #!/bin/bash
-# The main job on a fresh machine: install dependencies, build, start ptyvisord with the
-# embedded default backend (auto: systemd when it runs, direct otherwise), and open a
-# session through the `ptyvisor` client as an unprivileged account. Run as root.
+# The main job on a fresh machine: install dependencies, build the product (the daemon, its
+# screen worker and the CLI; not the tests), start ptyvisord with the default backend (auto:
+# systemd when it runs, direct otherwise), and, as an unprivileged account, run a command
+# the way ssh -t does, then drive a detached session the way an agent does: wait for its
+# prompt, type into it, wait for the answer, read its screen, list it, end it. Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "demo: run as root (ptyvisord is a root daemon)" >&2; exit 1; }
 
 scripts/install-deps.sh
-scripts/build.sh default
+cmake --preset default >/dev/null
+cmake --build --preset default --target ptyvisord ptyvisor  # ptyvisord brings ptyvisor-screen
 bin=build/default/src
 account=ptyvisor-demo
 scripts/ensure-test-account.sh "$account"
@@ -54,3 +57,20 @@ runuser -u "$account" -- "$run/ptyvisor" run --socket "$run/ptyvisor.sock" -- \
   sh -c 'echo "hello from $(id -un) on $(tty), TERM=$TERM, size $(stty size)"; exit 3' </dev/null || status=$?
 echo "== the session's exit status: $status (expected 3)"
 [ "$status" = 3 ]
+
+# What an agent does: a session that outlives the command that started it, driven and read.
+agent() { runuser -u "$account" -- "$run/ptyvisor" "$@"; }
+export PTYVISOR_SOCKET=$run/ptyvisor.sock
+echo "== ptyvisor run --detach -- python3 -q"
+id=$(agent run --detach -- python3 -q)
+echo "$id"
+echo "== ptyvisor wait --for 'text:>>> ' $id; ptyvisor send --keys $id 'print(6 * 7)' Enter"
+agent wait --timeout 10 --for 'text:>>> ' "$id"
+agent send --keys "$id" 'print(6 * 7)' Enter
+agent wait --timeout 10 --for 'text:42' "$id"
+echo "== ptyvisor screen $id (the first lines)"
+agent screen "$id" | head -n 3
+echo "== ptyvisor ls"
+agent ls
+echo "== ptyvisor kill $id"
+agent kill "$id"
