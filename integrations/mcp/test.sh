@@ -26,5 +26,14 @@ cd "$work"
 if [ "$bench" = 1 ]; then
   "$root/scripts/with-daemon.sh" --build "$build" -- node "$work/bench.mjs"
 else
-  "$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 "$work"/*.test.mjs
+  # node --test exits 0 over skipped tests: its JUnit report is checked against
+  # tests/skip-allowlist.txt (tests/check-results.py). The suite runs as the test account.
+  "$root/scripts/ensure-test-account.sh"
+  install -d -o ptyvisor-test -m 0755 "$work/reports"
+  status=0
+  "$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=junit --test-reporter-destination="$work/reports/node.xml" "$work"/*.test.mjs || status=1
+  python3 "$root/tests/check-results.py" mcp "$work/reports/node.xml" || status=1
+  exit $status
 fi

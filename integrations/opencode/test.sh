@@ -42,9 +42,18 @@ install -m 0755 "$(readlink -f "$client/node_modules/.bin/bun")" bin/bun
 cp -r "$here/test" .
 chmod -R a+rX "$tmp"
 
+# Both runners exit 0 over skipped tests: their JUnit reports are checked against
+# tests/skip-allowlist.txt (tests/check-results.py). The suites run as the test account.
+"$root/scripts/ensure-test-account.sh"
+install -d -o ptyvisor-test -m 0755 "$tmp/reports"
 status=0
 echo "== node $(node --version)"
-"$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 test/ || status=1
+"$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 \
+  --test-reporter=spec --test-reporter-destination=stdout \
+  --test-reporter=junit --test-reporter-destination="$tmp/reports/node.xml" test/ || status=1
+python3 "$root/tests/check-results.py" opencode-node "$tmp/reports/node.xml" || status=1
 echo "== bun $("$tmp/bin/bun" --version)"
-"$root/scripts/with-daemon.sh" --build "$build" -- "$tmp/bin/bun" test ./test/ || status=1
+"$root/scripts/with-daemon.sh" --build "$build" -- "$tmp/bin/bun" test \
+  --reporter=junit --reporter-outfile="$tmp/reports/bun.xml" ./test/ || status=1
+python3 "$root/tests/check-results.py" opencode-bun "$tmp/reports/bun.xml" || status=1
 exit $status
