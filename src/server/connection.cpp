@@ -217,13 +217,12 @@ void Connection::handle_status_request() {
 // ---- Starting a session ------------------------------------------------------------------
 
 void Connection::handle_start(const protocol::Frame& frame) {
+    // The account first: anyone else learns nothing about what it sent.
+    if (!SessionStarter::may_start(peer_, server_.account()))
+        return send_error(ErrorCode::NotAllowed, "only the agent's account may start sessions");
     auto request = protocol::decode_start(frame.text());
-    if (!request) {
-        if (peer_.cred.uid != server_.account().uid)
-            return send_error(ErrorCode::NotAllowed, "only the agent's account may start sessions");
-        return send_error(ErrorCode::BadFrame, "START: " + request.error);
-    }
-    if (peer_.cred.uid == server_.account().uid && transport_.fd_count() != 1)
+    if (!request) return send_error(ErrorCode::BadFrame, "START: " + request.error);
+    if (transport_.fd_count() != 1)
         return send_error(ErrorCode::WrongFdCount, "START must carry exactly one descriptor, the working directory");
     set_terminal(request.value->terminal);
     const bool detach = version_ >= 2 && request.value->detach;

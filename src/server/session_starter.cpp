@@ -81,12 +81,12 @@ auto SessionStarter::answered(F f) {
     };
 }
 
+bool SessionStarter::may_start(const PeerIdentity& peer, const backends::Account& account) {
+    return peer.cred.uid == account.uid;
+}
+
 void SessionStarter::begin(protocol::StartRequest request, UniqueFd cwd, bool detach) {
     const auto& account = *context_.account;
-    if (peer_.cred.uid != account.uid) {
-        cwd_ = std::move(cwd);
-        return callbacks_.refused(ErrorCode::NotAllowed, "only the agent's account may start sessions");
-    }
     // The directory is judged, and the command looked up, on a worker thread: either can
     // block for as long as the client likes (a FUSE mount that it serves).
     auto check = std::make_shared<Check>();

@@ -75,8 +75,11 @@ public:
     SessionStarter(const SessionStarter&) = delete;
     SessionStarter& operator=(const SessionStarter&) = delete;
 
-    // Starts the checks for `request`, whose directory is `cwd`. `detach`: the session
-    // outlives its controller's connection.
+    // Step 1: whether `peer` is the agent's account. The caller asks before it decodes the
+    // START, so that another account learns nothing about what it sent.
+    static bool may_start(const PeerIdentity& peer, const backends::Account& account);
+    // Steps 2 to 4, for a peer that may_start(): starts the checks for `request`, whose
+    // directory is `cwd`. `detach`: the session outlives its controller's connection.
     void begin(protocol::StartRequest request, UniqueFd cwd, bool detach);
     [[nodiscard]] bool waiting() const { return checking_ != nullptr || rechecking_ != nullptr; }
     // The handshake deadline passed while waiting(): the error that says what did not answer.
