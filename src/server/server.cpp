@@ -95,7 +95,6 @@ Server::Server(Config config, backends::Account account, std::unique_ptr<backend
     session_context_.config = &config_;
     session_context_.agent_uid = account_.uid;
     session_context_.terminal_group = terminal_group_;
-    session_context_.fd_store = fd_store_;
     session_context_.admission = &admission_;
     session_context_.backend = backend_.get();
     session_context_.recordings = &recordings_;
@@ -421,7 +420,7 @@ void Server::reap() {
 
 void Server::begin_shutdown() {
     if (shutting_down_) return;
-    if (fd_store_ && own_unit_restarting()) return exit_keeping_sessions();  // server_handover.cpp
+    if (fd_store() && own_unit_restarting()) return exit_keeping_sessions();  // server_handover.cpp
     shutting_down_ = true;
     log_info("shutting down", {{"SESSIONS", std::to_string(admission_.sessions())}});
     sd_notify(0, "STOPPING=1\nSTATUS=Ending sessions");

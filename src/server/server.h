@@ -90,11 +90,8 @@ public:
     std::size_t adopt(HandedOver& handed);
     // Whether running sessions are kept in the service manager's fd store: then SIGTERM
     // leaves them running for the next start instead of ending them (docs/operations.md).
-    void set_fd_store(bool on) {
-        fd_store_ = on;
-        session_context_.fd_store = on;
-    }
-    [[nodiscard]] bool fd_store() const { return fd_store_; }
+    void set_fd_store(bool on) { session_context_.fd_store = on; }
+    [[nodiscard]] bool fd_store() const { return session_context_.fd_store; }
 
 private:
     int add_signal(EventSource& out, int signal, sd_event_signal_handler_t handler);
@@ -156,7 +153,6 @@ private:
     bool reexec_pending_ = false;
     int reexec_worker_waits_ = 0;  // retries while the blocking worker has jobs
     int reexec_session_waits_ = 0;  // retries while a session is starting or ending
-    bool fd_store_ = false;
     void exit_keeping_sessions();
     EventSource reexec_timer_;
 };
