@@ -416,34 +416,93 @@ bool all_digits(const char* name) {
 
 using DirPtr = std::unique_ptr<DIR, int (*)(DIR*)>;
 
-// The processes of group `group`, found in one pass over /proc. nullopt beyond kMaxProbedTasks
-// threads in all, or if /proc cannot be listed.
-std::optional<std::vector<Member>> group_members(int proc, pid_t group) {
+// Adds `pid` to `members` if it is in `group`; false if the group has more than kMaxProbedTasks
+// tasks in all.
+bool add_if_member(int proc, const char* pid_text, pid_t group, std::vector<Member>& members, std::size_t& threads) {
+    char path[64];
+    if (std::snprintf(path, sizeof path, "%s/stat", pid_text) >= static_cast<int>(sizeof path)) return true;
+    const std::optional<ProcStat> stat = read_stat(proc, path);
+    if (!stat || stat->pgrp != group) return true;  // not in the group, or gone
+    pid_t pid = 0;
+    if (!parse_int(std::string_view(pid_text), pid)) return true;
+    threads += static_cast<std::size_t>(stat->threads > 0 ? stat->threads : 1);
+    if (threads > kMaxProbedTasks) return false;
+    members.push_back({pid, *stat});
+    return true;
+}
+
+enum class Listing { Complete, TooMany, Unreadable };
+
+// The processes of group `group`, found in one pass over /proc.
+Listing host_members(int proc, pid_t group, std::vector<Member>& members) {
     const int listing_fd = ::openat(proc, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (listing_fd < 0) return std::nullopt;
+    if (listing_fd < 0) return Listing::Unreadable;
     DirPtr listing(::fdopendir(listing_fd), &::closedir);
     if (!listing) {
         ::close(listing_fd);
-        return std::nullopt;
+        return Listing::Unreadable;
     }
-    std::vector<Member> members;
     std::size_t threads = 0;
     while (const dirent* entry = ::readdir(listing.get())) {
         if (!all_digits(entry->d_name)) continue;
-        char path[sizeof(entry->d_name) + 8];
-        std::snprintf(path, sizeof path, "%s/stat", entry->d_name);
-        const std::optional<ProcStat> stat = read_stat(proc, path);
-        if (!stat || stat->pgrp != group) continue;  // not in the group, or gone
-        pid_t pid = 0;
-        if (!parse_int(std::string_view(entry->d_name), pid)) continue;
-        threads += static_cast<std::size_t>(stat->threads > 0 ? stat->threads : 1);
-        if (threads > kMaxProbedTasks) return std::nullopt;
-        members.push_back({pid, *stat});
+        if (!add_if_member(proc, entry->d_name, group, members, threads)) return Listing::TooMany;
     }
-    return members;
+    return Listing::Complete;
 }
 
-InputWait probe(int master_fd, const TerminalIdentity& terminal) {
+// The processes of group `group` among those of the cgroup `directory` and its descendants.
+class CgroupListing {
+public:
+    CgroupListing(int proc, pid_t group, std::vector<Member>& members) : proc_(proc), group_(group), members_(members) {}
+
+    Listing list(int directory, int depth) {
+        if (++directories_ > kMaxSessionCgroups || depth > kMaxSessionCgroupDepth) return Listing::TooMany;
+        if (const Listing result = list_processes(directory); result != Listing::Complete) return result;
+        const int listing_fd = ::openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (listing_fd < 0) return Listing::Unreadable;
+        DirPtr listing(::fdopendir(listing_fd), &::closedir);
+        if (!listing) {
+            ::close(listing_fd);
+            return Listing::Unreadable;
+        }
+        while (const dirent* entry = ::readdir(listing.get())) {
+            if (entry->d_type != DT_DIR || entry->d_name[0] == '.') continue;
+            const UniqueFd child(::openat(directory, entry->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+            if (!child) continue;  // removed meanwhile
+            if (const Listing result = list(child.get(), depth + 1); result != Listing::Complete) return result;
+        }
+        return Listing::Complete;
+    }
+
+private:
+    Listing list_processes(int directory) {
+        // cgroup.procs: one PID a line, at most kMaxSessionProcesses for the whole tree.
+        std::string text(kMaxSessionProcesses * 8 + 1, '\0');
+        std::size_t length = 0;
+        if (!read_proc_file(directory, "cgroup.procs", text.data(), text.size(), length)) return Listing::Unreadable;
+        if (length == text.size()) return Listing::TooMany;
+        for (std::size_t start = 0; start < length;) {
+            std::size_t end = std::string_view(text.data(), length).find('\n', start);
+            if (end == std::string_view::npos) end = length;
+            text[end] = '\0';
+            const char* pid_text = text.data() + start;
+            start = end + 1;
+            if (!all_digits(pid_text)) continue;
+            if (++processes_ > kMaxSessionProcesses) return Listing::TooMany;
+            if (!add_if_member(proc_, pid_text, group_, members_, threads_)) return Listing::TooMany;
+        }
+        return Listing::Complete;
+    }
+
+    int proc_;
+    pid_t group_;
+    std::vector<Member>& members_;
+    std::size_t threads_ = 0;
+    std::size_t processes_ = 0;
+    std::size_t directories_ = 0;
+};
+
+InputWait probe(int master_fd, const TerminalIdentity& terminal, int session_cgroup) {
     InputWait result;
     const std::optional<pid_t> group = foreground_group(master_fd);
     if (!group) {
@@ -460,10 +519,16 @@ InputWait probe(int master_fd, const TerminalIdentity& terminal) {
         result.why = "/proc cannot be opened";
         return result;
     }
-    const std::optional<std::vector<Member>> members = group_members(proc.get(), *group);
-    if (!members) {
-        result.why = "foreground group " + std::to_string(*group) + " has more than " +
-                     std::to_string(kMaxProbedTasks) + " tasks, or /proc cannot be listed";
+    std::vector<Member> members;
+    Listing listing = Listing::Unreadable;
+    if (session_cgroup >= 0) listing = CgroupListing(proc.get(), *group, members).list(session_cgroup, 0);
+    if (listing == Listing::Unreadable) {  // no cgroup, or it cannot be read: every process on the host
+        members.clear();
+        listing = host_members(proc.get(), *group, members);
+    }
+    if (listing != Listing::Complete) {
+        result.why = listing == Listing::TooMany ? "foreground group " + std::to_string(*group) + " or its session is too large"
+                                                 : std::string("/proc cannot be listed");
         return result;
     }
     GroupProbe probe(proc.get(), terminal);
@@ -494,7 +559,7 @@ InputWait probe(int master_fd, const TerminalIdentity& terminal) {
         return false;
     };
     std::size_t examined = 0;
-    for (const Member& member : *members) {
+    for (const Member& member : members) {
         if (member.stat.threads <= 1) {
             // The scan's stat is the only task's.
             ++examined;
@@ -564,9 +629,9 @@ std::optional<pid_t> foreground_group(int master_fd) {
     return group;
 }
 
-InputWait probe_input_wait(int master_fd, const TerminalIdentity& terminal) {
+InputWait probe_input_wait(int master_fd, const TerminalIdentity& terminal, int session_cgroup) {
     try {
-        return probe(master_fd, terminal);
+        return probe(master_fd, terminal, session_cgroup);
     } catch (...) {  // std::bad_alloc from a string or vector
         InputWait result;
         result.why = "out of memory";  // short enough to need no allocation

@@ -4,13 +4,16 @@
 // "the other side now waits for input". So the daemon asks /proc, and only while someone wants
 // the answer (a WAIT for input, an exec, a LIST) after the output has paused. This is the
 // cheapest sound test: the foreground process group has no member list in the kernel's
-// interface, so finding its members takes one read of /proc/PID/stat per process on the host;
-// everything else is bounded by the group's size.
+// interface, so finding its members takes one read of /proc/PID/stat per process of the session's
+// cgroup (which every process the session forks stays in), or, without one, per process on the
+// host; everything else is bounded by the group's size.
 //
 // Costs of one probe_input_wait (measured by bench/input_probe_bench):
 //  - ioctl(TIOCGPGRP) on the master: the foreground group;
-//  - the /proc listing, then open+read+close of /proc/PID/stat for every process on the host
-//    (its process group; this dominates: O(processes on the host));
+//  - open+read+close of /proc/PID/stat (about 7 µs each) for every process of the session's
+//    cgroup tree (its cgroup.procs files), or, without a cgroup, of the host: this dominates.
+//    Measured on a loaded 2-core VM, median per probe: a shell at its prompt 35 µs in its own
+//    cgroup, 1.2 ms by the host scan (120 processes); ten processes reading the terminal 0.2 ms.
 //  - for each task of the group (at most kMaxProbedTasks, else Unknown): its stat (threads only;
 //    a single-threaded process's state comes from the scan) and its /proc/.../syscall;
 //  - for a task asleep in read/readv/write/writev: one statx of the fd;
@@ -68,9 +71,12 @@ TerminalIdentity identify_terminal(int master_fd);
 // has none or the ioctl fails.
 std::optional<pid_t> foreground_group(int master_fd);
 
-// Bounds of one probe: beyond either, the answer is Unknown.
-inline constexpr std::size_t kMaxProbedTasks = 64;   // tasks (threads) of the group examined
-inline constexpr std::size_t kMaxWatchedFds = 1024;  // pollfds, select bits or epoll entries
+// Bounds of one probe: beyond any, the answer is Unknown.
+inline constexpr std::size_t kMaxProbedTasks = 64;         // tasks (threads) of the group examined
+inline constexpr std::size_t kMaxWatchedFds = 1024;        // pollfds, select bits or epoll entries
+inline constexpr std::size_t kMaxSessionProcesses = 4096;  // listed in the session's cgroup tree
+inline constexpr std::size_t kMaxSessionCgroups = 64;      // directories of that tree
+inline constexpr int kMaxSessionCgroupDepth = 8;
 
 struct InputWait {
     enum class State { Waiting, Busy, Unknown };
@@ -80,7 +86,11 @@ struct InputWait {
     std::string why;       // for logs and tests: "pid 123 state R", "pid 123 in read(0) on the terminal"
 };
 
-// One probe, as described above. Never throws (a failure to allocate is Unknown).
-InputWait probe_input_wait(int master_fd, const TerminalIdentity& terminal);
+// One probe, as described above. `session_cgroup`: an O_DIRECTORY fd of the session's cgroup v2
+// directory, whose tree holds every process of the session (a process can leave it only by
+// writing to a cgroup.procs, which only lies about its own session); -1, or a directory that
+// cannot be read, makes the probe scan every process on the host. Never throws (a failure to
+// allocate is Unknown).
+InputWait probe_input_wait(int master_fd, const TerminalIdentity& terminal, int session_cgroup = -1);
 
 }  // namespace ptyvisor::server

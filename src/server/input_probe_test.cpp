@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/process.h"
 #include "common/unique_fd.h"
 
 namespace ptyvisor::server {
@@ -57,7 +58,8 @@ std::string find_program(const std::vector<std::string>& names) {
 // A program running as the session leader of a fresh terminal, as ptyvisord runs a session.
 class TerminalProgram {
 public:
-    explicit TerminalProgram(const std::vector<std::string>& argv) {
+    // `cgroup_procs`: if valid, the child moves itself into that cgroup.procs's cgroup first.
+    explicit TerminalProgram(const std::vector<std::string>& argv, int cgroup_procs = -1) {
         master_.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK));
         if (!master_ || ::unlockpt(master_.get()) != 0) return;
         UniqueFd peer(::ioctl(master_.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY));
@@ -78,6 +80,7 @@ public:
         pid_ = ::fork();
         if (pid_ == 0) {
             // The child: only async-signal-safe calls until exec.
+            if (cgroup_procs >= 0 && ::write(cgroup_procs, "0", 1) != 1) ::_exit(126);
             ::setsid();
             ::ioctl(peer.get(), TIOCSCTTY, 0);
             ::dup2(peer.get(), 0);
@@ -103,7 +106,9 @@ public:
     [[nodiscard]] bool started() const { return pid_ > 0 && terminal_.known; }
     [[nodiscard]] pid_t pid() const { return pid_; }
     [[nodiscard]] int master() const { return master_.get(); }
-    [[nodiscard]] InputWait probe() const { return probe_input_wait(master_.get(), terminal_); }
+    [[nodiscard]] InputWait probe(int session_cgroup = -1) const {
+        return probe_input_wait(master_.get(), terminal_, session_cgroup);
+    }
     [[nodiscard]] const std::string& output() const { return output_; }
 
     // Waits up to `timeout` for output (the event a prompt or "ready" is), keeping what came.
@@ -142,11 +147,12 @@ private:
 
 // Probes until the answer is `expected` or `limit` passes, waiting between probes for output
 // or a backoff (1 ms doubling to 50 ms): the kernel has no event for "now blocked on the tty".
-InputWait await_state(TerminalProgram& program, State expected, std::chrono::seconds limit = 10s) {
+InputWait await_state(TerminalProgram& program, State expected, int session_cgroup = -1,
+                      std::chrono::seconds limit = 10s) {
     const auto deadline = Clock::now() + limit;
     auto backoff = 1ms;
     for (;;) {
-        InputWait answer = program.probe();
+        InputWait answer = program.probe(session_cgroup);
         if (answer.state == expected || Clock::now() >= deadline) return answer;
         program.read_output(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
@@ -343,6 +349,85 @@ TEST(InputProbe, ReadingAnotherTerminalIsBusy) {
                  "import os\n"
                  "master, slave = os.openpty()\n"
                  "print('ready', flush=True); os.read(slave, 1)"});
+}
+
+// --- The session's cgroup ---
+
+// A fresh cgroup v2 directory under this process's own, removed at the end.
+class TestCgroup {
+public:
+    TestCgroup() {
+        const std::optional<std::string> mount = cgroup2_mount();
+        const std::optional<std::string> own = own_cgroup();
+        if (!mount || !own) return;
+        std::string path = *mount + *own + "/input_probe_test.XXXXXX";
+        if (::mkdtemp(path.data()) == nullptr) return;
+        path_ = path;
+        directory_.reset(::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        procs_.reset(::open((path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    }
+    TestCgroup(const TestCgroup&) = delete;
+    TestCgroup& operator=(const TestCgroup&) = delete;
+    // Kills what is left in it and waits (event: cgroup.events changes) until it is empty: the
+    // processes a killed shell left are reaped by init, later.
+    ~TestCgroup() {
+        if (path_.empty()) return;
+        if (const UniqueFd kill(::open((path_ + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC)); kill)
+            (void)!::write(kill.get(), "1", 1);
+        const UniqueFd events(::open((path_ + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC));
+        const auto deadline = Clock::now() + 10s;
+        while (events && Clock::now() < deadline) {
+            char text[256];
+            const ssize_t n = ::pread(events.get(), text, sizeof text - 1, 0);
+            if (n <= 0) break;
+            text[n] = '\0';
+            if (std::string_view(text).find("populated 0") != std::string_view::npos) break;
+            pollfd entry{events.get(), POLLPRI, 0};
+            ::poll(&entry, 1, 100);
+        }
+        ::rmdir(path_.c_str());
+    }
+    // Whether it is a cgroup this process may move children into.
+    [[nodiscard]] bool usable() const { return directory_ && procs_; }
+    [[nodiscard]] int directory() const { return directory_.get(); }
+    [[nodiscard]] int procs() const { return procs_.get(); }
+
+private:
+    std::string path_;
+    UniqueFd directory_;
+    UniqueFd procs_;
+};
+
+TEST(InputProbe, ProgramInTheSessionCgroupIsFoundThere) {
+    TestCgroup cgroup;
+    if (!cgroup.usable()) GTEST_SKIP() << "SKIPPED, NOT TESTED: no cgroup v2 directory may be made here";
+    {
+        TerminalProgram program({"sh", "-c", "cat | cat"}, cgroup.procs());
+        ASSERT_TRUE(program.started());
+        const InputWait answer = await_state(program, State::Waiting, cgroup.directory());
+        EXPECT_EQ(answer.state, State::Waiting) << state_name(answer.state) << ": " << answer.why;
+    }
+}
+
+// Given the session's cgroup, the probe looks nowhere else: a program outside it is not found.
+TEST(InputProbe, ProgramOutsideTheGivenCgroupIsNotFound) {
+    TestCgroup cgroup;
+    if (!cgroup.usable()) GTEST_SKIP() << "SKIPPED, NOT TESTED: no cgroup v2 directory may be made here";
+    TerminalProgram program({"cat"});
+    ASSERT_TRUE(program.started());
+    ASSERT_EQ(await_state(program, State::Waiting).state, State::Waiting);  // found by the host scan
+    const InputWait answer = program.probe(cgroup.directory());
+    EXPECT_EQ(answer.state, State::Unknown) << state_name(answer.state) << ": " << answer.why;
+}
+
+// A directory that is no cgroup (no cgroup.procs) falls back to the host scan.
+TEST(InputProbe, UnreadableCgroupFallsBackToTheHostScan) {
+    TerminalProgram program({"cat"});
+    ASSERT_TRUE(program.started());
+    const UniqueFd not_a_cgroup(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(not_a_cgroup);
+    const InputWait answer = await_state(program, State::Waiting, not_a_cgroup.get());
+    EXPECT_EQ(answer.state, State::Waiting) << state_name(answer.state) << ": " << answer.why;
 }
 
 // --- Unknown ---
