@@ -53,7 +53,6 @@ if [[ -o prompt_sp ]]; then
 fi
 _ptyvisor_print_prompt_sp() {
     emulate -L zsh
-    [[ -o prompt_cr ]] || return 0
     local mark=${PROMPT_EOL_MARK-'%B%S%#%s%b'}
     # The width of the mark: the text left once the attribute sequences are taken out.
     local zero='%([BSUbfksu]|([FK]|){*})'
@@ -66,15 +65,20 @@ _ptyvisor_print_prompt_sp() {
 _ptyvisor_ran=
 _ptyvisor_precmd() {
     local -i exit_status=$?
-    if [[ -n $_ptyvisor_ran ]]; then
-        print -rn -- $'\e]133;D;'$exit_status$'\e\\'
-    fi
-    _ptyvisor_ran=
+    # The user's options are read (and PROMPT_SP turned off for good) before emulate -L
+    # gives this function zsh's defaults.
     if [[ -o prompt_sp ]]; then
         _ptyvisor_prompt_sp=1
         unsetopt prompt_sp
     fi
-    [[ -n $_ptyvisor_prompt_sp ]] && _ptyvisor_print_prompt_sp
+    local prompt_cr=
+    [[ -o prompt_cr ]] && prompt_cr=1
+    emulate -L zsh
+    if [[ -n $_ptyvisor_ran ]]; then
+        print -rn -- $'\e]133;D;'$exit_status$'\e\\'
+    fi
+    _ptyvisor_ran=
+    [[ -n $_ptyvisor_prompt_sp && -n $prompt_cr ]] && _ptyvisor_print_prompt_sp
     _ptyvisor_encode "$PWD"
     print -rn -- $'\e]7;file://'${HOST-}$_ptyvisor_encoded$'\e\\'
     return $exit_status
@@ -84,6 +88,7 @@ _ptyvisor_precmd() {
 # around PS1 again when something replaced it, e.g. `PS1='new> '`.
 _ptyvisor_wrap_prompt() {
     local -i exit_status=$?
+    emulate -L zsh
     if [[ -z ${_ptyvisor_wrapped_ps1+set} || $PS1 != "$_ptyvisor_wrapped_ps1" ]]; then
         PS1=$_ptyvisor_prompt_start$PS1$_ptyvisor_prompt_end
         _ptyvisor_wrapped_ps1=$PS1
@@ -94,11 +99,16 @@ _ptyvisor_wrap_prompt() {
 # $1 is the line as typed whenever history is on (zsh passes it even when HIST_IGNORE_SPACE
 # keeps it out of the history); $3, the text being run, otherwise.
 _ptyvisor_preexec() {
+    emulate -L zsh
     _ptyvisor_encode "${1:-$3}"
     print -rn -- $'\e]133;C;cmdline_url='$_ptyvisor_encoded$'\e\\'
     _ptyvisor_ran=1
 }
 
+autoload -Uz add-zsh-hook
+add-zsh-hook precmd _ptyvisor_precmd
+add-zsh-hook precmd _ptyvisor_wrap_prompt
+add-zsh-hook preexec _ptyvisor_preexec
 # zsh runs a function named precmd before the precmd_functions array: make it an entry of
 # the array, after ours, so that D stays the first output after a command.
 if (( ${+functions[precmd]} )); then
@@ -106,11 +116,6 @@ if (( ${+functions[precmd]} )); then
     unfunction precmd
     precmd_functions=(_ptyvisor_user_precmd $precmd_functions)
 fi
-
-autoload -Uz add-zsh-hook
-add-zsh-hook precmd _ptyvisor_precmd
-add-zsh-hook precmd _ptyvisor_wrap_prompt
-add-zsh-hook preexec _ptyvisor_preexec
 # D first, the prompt's marks last; C is the last preexec hook already.
 precmd_functions=(_ptyvisor_precmd ${precmd_functions:#_ptyvisor_(precmd|wrap_prompt)} _ptyvisor_wrap_prompt)
 fi
