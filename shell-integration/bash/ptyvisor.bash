@@ -107,19 +107,42 @@ _ptyvisor_ps0_suffix='${_ptyvisor_command_mark:-$(_ptyvisor_command_mark_from_hi
 _ptyvisor_ran=
 
 # First entry of PROMPT_COMMAND: D (if a command ran) and OSC 7, then $? is given back to
-# the user's entries and PS1.
+# the user's entries and PS1. Once per prompt: an entry of the user's may call it again (see
+# _ptyvisor_keep_order).
+_ptyvisor_prompt_done=
 _ptyvisor_precmd() {
-    local status=$? path
-    if [[ -n $_ptyvisor_ran ]]; then
-        printf '\e]133;D;%s\e\\' "$status"
+    local status=$?
+    if [[ -z $_ptyvisor_prompt_done ]]; then
+        _ptyvisor_prompt_done=1
+        if [[ -n $_ptyvisor_ran ]]; then
+            printf '\e]133;D;%s\e\\' "$status"
+        fi
+        _ptyvisor_ran=
+        _ptyvisor_line=
+        _ptyvisor_have_line=
+        _ptyvisor_command_mark=
+        _ptyvisor_encode "$PWD"
+        printf '\e]7;file://%s%s\e\\' "${HOSTNAME-}" "$_ptyvisor_encoded"
     fi
-    _ptyvisor_ran=
-    _ptyvisor_line=
-    _ptyvisor_have_line=
-    _ptyvisor_command_mark=
-    _ptyvisor_encode "$PWD"
-    printf '\e]7;file://%s%s\e\\' "${HOSTNAME-}" "$_ptyvisor_encoded"
     return "$status"
+}
+
+# Tools that install themselves from PROMPT_COMMAND at the first prompt (bash-preexec and
+# the prompts built on it) assign PROMPT_COMMAND as a string, which replaces its first
+# element, ours, usually with a string that calls ours among theirs. Putting our entries back
+# first and last keeps D the first output after a command from the next prompt on.
+_ptyvisor_keep_order() {
+    local entry
+    local -a entries=()
+    if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == 'declare -a'* &&
+          ${PROMPT_COMMAND[0]-} == _ptyvisor_precmd &&
+          ${PROMPT_COMMAND[*]: -1} == _ptyvisor_postcmd ]]; then
+        return 0
+    fi
+    for entry in "${PROMPT_COMMAND[@]}"; do
+        [[ -z $entry || $entry == _ptyvisor_precmd || $entry == _ptyvisor_postcmd ]] || entries+=("$entry")
+    done
+    PROMPT_COMMAND=(_ptyvisor_precmd "${entries[@]}" _ptyvisor_postcmd)
 }
 
 # Last entry of PROMPT_COMMAND, after the user's entries (which may set PS1, like prompt
@@ -128,6 +151,8 @@ _ptyvisor_precmd() {
 # The _ptyvisor_wrapped_ variables are what PS1 and PS0 were once wrapped: unset until then.
 _ptyvisor_postcmd() {
     local status=$?
+    _ptyvisor_prompt_done=
+    _ptyvisor_keep_order
     if [[ -z ${_ptyvisor_wrapped_ps1+set} || ${PS1-} != "$_ptyvisor_wrapped_ps1" ]]; then
         PS1=$_ptyvisor_prompt_start${PS1-}$_ptyvisor_prompt_end
         _ptyvisor_wrapped_ps1=$PS1
@@ -141,10 +166,9 @@ _ptyvisor_postcmd() {
 
 # PROMPT_COMMAND becomes an array (bash 5.1+): ours first, the user's entries (an array's
 # elements, or the string as one element), ours last.
-if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == 'declare -a'* ]]; then
-    PROMPT_COMMAND=(_ptyvisor_precmd "${PROMPT_COMMAND[@]}" _ptyvisor_postcmd)
-elif [[ -n ${PROMPT_COMMAND-} ]]; then
-    PROMPT_COMMAND=(_ptyvisor_precmd "$PROMPT_COMMAND" _ptyvisor_postcmd)
-else
-    PROMPT_COMMAND=(_ptyvisor_precmd _ptyvisor_postcmd)
+if [[ -z ${PROMPT_COMMAND+set} ]]; then
+    PROMPT_COMMAND=()
+elif [[ $(declare -p PROMPT_COMMAND 2>/dev/null) != 'declare -a'* ]]; then
+    PROMPT_COMMAND=("$PROMPT_COMMAND")
 fi
+_ptyvisor_keep_order

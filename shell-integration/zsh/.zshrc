@@ -85,10 +85,12 @@ _ptyvisor_precmd() {
 }
 
 # Runs after the user's precmd hooks, which may set PS1 (prompt themes do): puts the marks
-# around PS1 again when something replaced it, e.g. `PS1='new> '`.
+# around PS1 again when something replaced it, e.g. `PS1='new> '`, and our hooks back in
+# their places.
 _ptyvisor_wrap_prompt() {
     local -i exit_status=$?
     emulate -L zsh
+    _ptyvisor_keep_order
     if [[ -z ${_ptyvisor_wrapped_ps1+set} || $PS1 != "$_ptyvisor_wrapped_ps1" ]]; then
         PS1=$_ptyvisor_prompt_start$PS1$_ptyvisor_prompt_end
         _ptyvisor_wrapped_ps1=$PS1
@@ -105,17 +107,25 @@ _ptyvisor_preexec() {
     _ptyvisor_ran=1
 }
 
+# D first, the prompt's marks last. zsh runs a function named precmd before the
+# precmd_functions array: it becomes an entry of the array, after ours. Done at the end of
+# the user's .zshrc and again after each prompt's hooks, for what the user adds later.
+_ptyvisor_keep_order() {
+    emulate -L zsh
+    if (( ${+functions[precmd]} )); then
+        [[ $functions[precmd] == *'builtin autoload -X'* ]] && autoload +X precmd
+        functions[_ptyvisor_user_precmd]=$functions[precmd]
+        unfunction precmd
+        precmd_functions=(_ptyvisor_user_precmd ${precmd_functions:#_ptyvisor_user_precmd})
+    fi
+    if [[ ${precmd_functions[1]-} != _ptyvisor_precmd || ${precmd_functions[-1]-} != _ptyvisor_wrap_prompt ]]; then
+        precmd_functions=(_ptyvisor_precmd ${precmd_functions:#_ptyvisor_(precmd|wrap_prompt)} _ptyvisor_wrap_prompt)
+    fi
+}
+
 autoload -Uz add-zsh-hook
 add-zsh-hook precmd _ptyvisor_precmd
 add-zsh-hook precmd _ptyvisor_wrap_prompt
-add-zsh-hook preexec _ptyvisor_preexec
-# zsh runs a function named precmd before the precmd_functions array: make it an entry of
-# the array, after ours, so that D stays the first output after a command.
-if (( ${+functions[precmd]} )); then
-    functions[_ptyvisor_user_precmd]=$functions[precmd]
-    unfunction precmd
-    precmd_functions=(_ptyvisor_user_precmd $precmd_functions)
-fi
-# D first, the prompt's marks last; C is the last preexec hook already.
-precmd_functions=(_ptyvisor_precmd ${precmd_functions:#_ptyvisor_(precmd|wrap_prompt)} _ptyvisor_wrap_prompt)
+add-zsh-hook preexec _ptyvisor_preexec  # the last preexec hook: C right before the command
+_ptyvisor_keep_order
 fi

@@ -208,6 +208,11 @@ HISTCONTROL=ignoreboth
 PTYVISOR_TEST_RC=from-rc
 PROMPT_COMMAND='printf "[user-hook]"'
 PS1='user\$ '
+# Like bash-preexec: installs itself at the first prompt by assigning PROMPT_COMMAND a string
+# built on its old value, which replaces the array's first element.
+_user_install() { PROMPT_COMMAND="_user_installed; $PROMPT_COMMAND"; unset -f _user_install; }
+_user_installed() { printf '[user-installed]'; }
+PROMPT_COMMAND+=$'\n''! declare -F _user_install >/dev/null || _user_install'
 """
 
 USER_ZSHRC = r"""
