@@ -90,13 +90,16 @@ _ptyvisor_command_mark_from_history() {
     printf '\e]133;C;cmdline_url=%s\e\\' "$_ptyvisor_encoded"
 }
 
-# Key sequences nobody types: CSI with a private parameter, bound in every keymap so that
-# `set -o vi` keeps working. The macro's keys are read before any typed-ahead input.
+# Key sequences nobody types, bound in every keymap so that `set -o vi` keeps working. The
+# macro's keys are read before any typed-ahead input. bind warns when the user's files turned
+# line editing off; the bindings are made all the same.
 for _ptyvisor_keymap in emacs vi-insert vi-command; do
-    bind -m "$_ptyvisor_keymap" -x '"\e[5963~": _ptyvisor_capture'
-    bind -m "$_ptyvisor_keymap" '"\e[5964~": accept-line'
-    bind -m "$_ptyvisor_keymap" '"\C-m": "\e[5963~\e[5964~"'
-    bind -m "$_ptyvisor_keymap" '"\C-j": "\e[5963~\e[5964~"'
+    {
+        bind -m "$_ptyvisor_keymap" -x '"\e[5963~": _ptyvisor_capture'
+        bind -m "$_ptyvisor_keymap" '"\e[5964~": accept-line'
+        bind -m "$_ptyvisor_keymap" '"\C-m": "\e[5963~\e[5964~"'
+        bind -m "$_ptyvisor_keymap" '"\C-j": "\e[5963~\e[5964~"'
+    } 2>/dev/null
 done
 unset _ptyvisor_keymap
 
@@ -134,7 +137,7 @@ _ptyvisor_precmd() {
 _ptyvisor_keep_order() {
     local entry
     local -a entries=()
-    if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == 'declare -a'* &&
+    if [[ ${PROMPT_COMMAND+${PROMPT_COMMAND@a}} == *a* &&
           ${PROMPT_COMMAND[0]-} == _ptyvisor_precmd &&
           ${PROMPT_COMMAND[*]: -1} == _ptyvisor_postcmd ]]; then
         return 0
@@ -168,7 +171,7 @@ _ptyvisor_postcmd() {
 # elements, or the string as one element), ours last.
 if [[ -z ${PROMPT_COMMAND+set} ]]; then
     PROMPT_COMMAND=()
-elif [[ $(declare -p PROMPT_COMMAND 2>/dev/null) != 'declare -a'* ]]; then
+elif [[ ${PROMPT_COMMAND@a} != *a* ]]; then
     PROMPT_COMMAND=("$PROMPT_COMMAND")
 fi
 _ptyvisor_keep_order
