@@ -16,6 +16,7 @@ else
     unset _ptyvisor_dir _ptyvisor_user_zdotdir _ptyvisor_user_zdotdir_set
 fi
 
+# Once per shell: a user's .zshrc that sources this file again would wrap PS1 twice.
 if [[ -z ${_ptyvisor_integrated-} ]]; then
 _ptyvisor_integrated=1
 
