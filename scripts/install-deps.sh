@@ -18,6 +18,7 @@ packages=(
   libvterm-dev                              # the screen: the terminal emulator (README, Dependencies)
   libseccomp-dev                            # the screen worker's system call allow-list
   tmux less                                 # the screen suite compares snapshots with tmux's
+  zsh                                       # shell integration: its scripts are tested in zsh too
 )
 
 missing=()

@@ -83,7 +83,8 @@ contents=$(dpkg-deb -c "$deb" | awk '{print $NF}' | sed 's#^\./#/#')
 missing=
 for f in /usr/sbin/ptyvisord /usr/bin/ptyvisor $UNIT_DIR/ptyvisord.service $UNIT_DIR/ptyvisord.socket \
          /usr/lib/tmpfiles.d/ptyvisor.conf /etc/ptyvisor/ptyvisord.toml \
-         /usr/share/doc/ptyvisor/examples/ptyvisord.toml "${MANPAGES[@]}"; do
+         /usr/share/doc/ptyvisor/examples/ptyvisord.toml "${MANPAGES[@]}" \
+         /usr/share/ptyvisor/shell-integration/bash/ptyvisor.bash /usr/share/ptyvisor/shell-integration/zsh/.zshrc; do
     grep -qx -- "$f" <<<"$contents" || missing="$missing $f"
 done
 if [ -z "$missing" ]; then ok "package holds binaries, units, tmpfiles, config, man pages"
