@@ -27,6 +27,8 @@ enum class ErrorCode {
     // Version 2.
     NoSuchSession,       // no session has that id (or it has gone)
     SessionEnded,        // the session has exited: it takes no input or signal
+    // Version 4.
+    NoShellIntegration,  // the session's shell reports no commands (no OSC 133 marks)
 };
 
 std::string_view to_string(ErrorCode code);

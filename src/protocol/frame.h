@@ -69,6 +69,13 @@ enum class FrameType : std::uint8_t {
     // Version 3.
     Snapshot = 27,      // client -> server, JSON: what a session's terminal shows
     Screen = 28,        // server -> client, JSON, last frame
+    // Version 4.
+    Commands = 29,      // client -> server, JSON: a session's command records
+    CommandList = 30,   // server -> client, JSON, last frame
+    Exec = 31,          // client -> server, JSON: run one command line in the session's shell
+    Executed = 32,      // server -> client, JSON, last frame
+    Watch = 33,         // client -> server, JSON: subscribe to a session's events
+    Event = 34,         // server -> client, JSON, one per event; the "exit" event is the last frame
 };
 
 // The description of a frame type of this protocol (a FrameType enumerator).

@@ -70,8 +70,14 @@ std::string sample_payload(FrameType type) {
         case FrameType::Killed:
         case FrameType::Sent:
         case FrameType::Dropped:
-        case FrameType::Screen: return R"({"offset":0})";
-        case FrameType::Snapshot: return R"({"id":"0123456789abcdef0123456789abcdef"})";
+        case FrameType::Screen:
+        case FrameType::CommandList:
+        case FrameType::Executed:
+        case FrameType::Event: return R"({"offset":0})";
+        case FrameType::Snapshot:
+        case FrameType::Commands:
+        case FrameType::Watch: return R"({"id":"0123456789abcdef0123456789abcdef"})";
+        case FrameType::Exec: return R"({"id":"0123456789abcdef0123456789abcdef","command":"true"})";
         case FrameType::Send: return "0123456789abcdef0123456789abcdefls\r";
         case FrameType::Detach:
         case FrameType::List: return "";

@@ -331,6 +331,7 @@ std::string encode(const StartRequest& v) {
            {"term", v.term}, {"rows", v.size.rows}, {"cols", v.size.cols}};
     if (v.detach) j["detach"] = true;  // only then: a version 1 server reads what it knows
     if (v.terminal) j["terminal"] = true;
+    if (v.shell_integration) j["shell_integration"] = true;
     return dump(j);
 }
 
@@ -402,6 +403,8 @@ Decoded<StartRequest> decode_start(std::string_view text) {
         return Decoded<StartRequest>::fail(why);
     if (!get_bool(o, "detach", v.detach, why, /*required=*/false)) return Decoded<StartRequest>::fail(why);
     if (!get_bool(o, "terminal", v.terminal, why, /*required=*/false)) return Decoded<StartRequest>::fail(why);
+    if (!get_bool(o, "shell_integration", v.shell_integration, why, /*required=*/false))
+        return Decoded<StartRequest>::fail(why);
     if (v.argv.empty() || v.argv[0].empty())
         return Decoded<StartRequest>::fail("'argv' must name a command");
     for (const auto& e : v.env)

@@ -63,6 +63,7 @@ struct StartRequest {
     WindowSize size;
     bool detach = false;            // version 2: the session outlives this connection
     bool terminal = false;          // version 3: the client relays a real terminal (it answers queries)
+    bool shell_integration = false;  // version 4: start the shell with its integration (11.2)
     bool operator==(const StartRequest&) const = default;
 };
 

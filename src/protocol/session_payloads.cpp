@@ -123,9 +123,13 @@ std::string session_fixed_fields(const SessionInfo& v) {
 }
 
 std::string session_entry(std::string_view fixed_fields, const SessionInfo& v) {
-    const std::string changing = dump({{"state", to_string(v.state)}, {"exit", exit_json(v.exit)}, {"pid", v.pid},
-                                       {"start", v.start}, {"offset", v.offset}, {"clients", v.clients},
-                                       {"detached", v.detached}});
+    const std::string changing =
+        dump({{"state", to_string(v.state)}, {"exit", exit_json(v.exit)}, {"pid", v.pid}, {"start", v.start},
+              {"offset", v.offset}, {"clients", v.clients}, {"detached", v.detached},
+              {"shell", v.shell ? json(*v.shell) : json(nullptr)}, {"at_prompt", v.at_prompt},
+              {"waiting_for_input", v.waiting_for_input},
+              {"waiting_since", v.waiting_since ? json(*v.waiting_since) : json(nullptr)},
+              {"last_command", v.last_command ? json::parse(encode(*v.last_command)) : json(nullptr)}});
     // Two non-empty objects "{a}" and "{b}" become "{a,b}".
     std::string entry;
     entry.reserve(fixed_fields.size() + changing.size());
@@ -171,6 +175,12 @@ std::string encode(const WaitRequest& v) {
             j["pattern"] = v.pattern;
             j["from"] = position_json(v.from);
             break;
+        case WaitRequest::For::Command:
+            j["for"] = "command";
+            if (v.after) j["after"] = *v.after;
+            break;
+        case WaitRequest::For::Prompt: j["for"] = "prompt"; break;
+        case WaitRequest::For::Input: j["for"] = "input"; break;
     }
     return dump(j);
 }
@@ -182,6 +192,7 @@ std::string encode(const WaitReply& v) {
         j["match_start"] = v.match_start;
         j["match_end"] = v.match_end;
     }
+    if (v.command) j["command"] = json::parse(encode(*v.command));
     return dump(j);
 }
 
@@ -257,6 +268,18 @@ Decoded<std::vector<SessionInfo>> decode_sessions(std::string_view text) {
                 !s.i64("created", v.created) || !s.boolean("detached", v.detached, false))
                 return false;
             v.clients = static_cast<std::uint32_t>(clients);
+            // Version 4's members, absent from older daemons' replies.
+            if (!s.boolean("at_prompt", v.at_prompt, false) || !s.boolean("waiting_for_input", v.waiting_for_input, false))
+                return false;
+            if (const json* shell = s.find("shell", false); shell && shell->is_string())
+                v.shell = shell->get<std::string>();
+            if (const json* since = s.find("waiting_since", false); since && since->is_number_integer())
+                v.waiting_since = since->get<std::int64_t>();
+            if (const json* last = s.find("last_command", false); last && last->is_object()) {
+                auto decoded = decode_command_record(dump(*last));
+                if (!decoded) return s.fail("last_command", "is not a command record");
+                v.last_command = std::move(*decoded.value);
+            }
             const json* argv = s.find("argv", true);
             if (!argv || !argv->is_array()) return s.fail("argv", "must be an array of strings");
             for (const json& a : *argv) {
@@ -298,8 +321,19 @@ Decoded<WaitRequest> decode_wait(std::string_view text) {
             v.what = WaitRequest::For::Text;
             if (!r.str("pattern", v.pattern, kMaxPatternLength) || !r.position("from", v.from)) return false;
             if (v.pattern.empty()) return r.fail("pattern", "must not be empty");
+        } else if (what == "command") {
+            v.what = WaitRequest::For::Command;
+            std::uint64_t after = 0;
+            if (r.find("after", false)) {
+                if (!r.u64("after", after, UINT64_MAX)) return false;
+                v.after = after;
+            }
+        } else if (what == "prompt") {
+            v.what = WaitRequest::For::Prompt;
+        } else if (what == "input") {
+            v.what = WaitRequest::For::Input;
         } else {
-            return r.fail("for", "must be \"exit\", \"quiet\" or \"text\"");
+            return r.fail("for", "must be \"exit\", \"quiet\", \"text\", \"command\", \"prompt\" or \"input\"");
         }
         return true;
     });
@@ -310,6 +344,11 @@ Decoded<WaitReply> decode_waited(std::string_view text) {
         if (!r.boolean("matched", v.matched) || !r.str("reason", v.reason, 16) || !r.state(v.state) ||
             !r.exit(v.exit) || !r.u64("offset", v.offset, UINT64_MAX))
             return false;
+        if (const json* c = r.find("command", false); c && !c->is_null()) {
+            auto decoded = decode_command_record(dump(*c));
+            if (!decoded) return r.fail("command", "is not a command record");
+            v.command = std::move(*decoded.value);
+        }
         // Where the text matched, for a text match only.
         return v.reason != "text" ||
                (r.u64("match_start", v.match_start, UINT64_MAX) && r.u64("match_end", v.match_end, UINT64_MAX));

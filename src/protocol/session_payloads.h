@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/command_record.h"
 #include "protocol/frame.h"
 #include "protocol/payloads.h"
 
@@ -77,6 +78,12 @@ struct SessionInfo {
     std::uint32_t clients = 0;
     std::int64_t created = 0;  // Unix seconds
     bool detached = false;
+    // Version 4's members (docs/protocol.md, 11.5), sent in every version.
+    std::optional<std::string> shell;  // "bash" or "zsh": started with shell integration
+    bool at_prompt = false;
+    bool waiting_for_input = false;
+    std::optional<std::int64_t> waiting_since;  // Unix ms
+    std::optional<CommandRecord> last_command;
     bool operator==(const SessionInfo&) const = default;
 };
 
@@ -99,23 +106,27 @@ struct LogReply {
 };
 
 struct WaitRequest {
-    enum class For { Exit, Quiet, Text };
+    enum class For { Exit, Quiet, Text, Command, Prompt, Input };  // the last three: version 4
     std::string id;
     For what = For::Exit;
     std::uint64_t quiet_ms = 0;  // For::Quiet: 1..kMaxWaitMs
     std::string pattern;         // For::Text: an RE2 regular expression
     LogPosition from;            // For::Text: where to search from
+    std::optional<std::uint64_t> after;  // For::Command: a command with a greater seq ends
     std::uint64_t timeout_ms = 30'000;
     bool operator==(const WaitRequest&) const = default;
 };
 
 struct WaitReply {
     bool matched = false;
-    std::string reason;  // "exit", "quiet", "text", "timeout", or "exited" (can no longer match)
+    // "exit", "quiet", "text", "command", "prompt", "input", "timeout", or "exited" (can no
+    // longer match)
+    std::string reason;
     State state = State::Running;
     std::optional<ExitStatus> exit;
     std::uint64_t offset = 0;  // the log's end when the wait ended
     std::uint64_t match_start = 0, match_end = 0;  // For::Text, when matched
+    std::optional<CommandRecord> command;          // For::Command, when matched
     bool operator==(const WaitReply&) const = default;
 };
 

@@ -15,6 +15,7 @@
 #include "server/pty.h"
 #include "server/server.h"
 #include "server/session_starter.h"
+#include "server/shell_integration.h"
 
 namespace ptyvisor::server {
 
@@ -202,6 +203,9 @@ void Connection::handle_frame(protocol::Frame& frame) {
         case FrameType::Kill: return handle_kill(frame);
         case FrameType::Send: return handle_send(frame);
         case FrameType::Snapshot: return handle_snapshot(frame);
+        case FrameType::Commands: return handle_commands(frame);
+        case FrameType::Exec: return handle_exec(frame);
+        case FrameType::Watch: return handle_watch(frame);
         default:
             return send_error(ErrorCode::UnexpectedFrame,
                               "expected START, got " + std::string(protocol::to_string(frame.type)));
@@ -226,6 +230,9 @@ void Connection::handle_start(const protocol::Frame& frame) {
         return send_error(ErrorCode::WrongFdCount, "START must carry exactly one descriptor, the working directory");
     set_terminal(request.value->terminal);
     const bool detach = version_ >= 2 && request.value->detach;
+    const bool shell_integration = version_ >= 4 && request.value->shell_integration;
+    if (std::string why; shell_integration && !integrate_shell(request.value->argv, {}, {}, why))
+        return send_error(ErrorCode::BadFrame, "START: shell integration: " + why);
     SessionStarter::Context context{server_.event(),     &server_.config(), &server_.account(), &server_.backend(),
                                     &server_.admission(), &server_.worker(), &server_.sessions()};
     SessionStarter::Callbacks callbacks;
@@ -244,7 +251,7 @@ void Connection::handle_start(const protocol::Frame& frame) {
         else update_socket_events();
     };
     starter_ = std::make_unique<SessionStarter>(context, peer_, *this, std::move(callbacks));
-    starter_->begin(std::move(*request.value), transport_.take_fd(), detach);
+    starter_->begin(std::move(*request.value), transport_.take_fd(), detach, shell_integration);
     update_socket_events();
 }
 
@@ -343,6 +350,8 @@ void Connection::session_input_room() { update_socket_events(); }
 
 void Connection::session_changed() {
     if (waiter_) return check_wait();
+    if (exec_) return check_exec();
+    if (watch_) return check_watch();
     if (output_may_wait()) return;
     flush_output();
 }
@@ -359,6 +368,9 @@ void Connection::session_gone() {
     session_ = nullptr;
     if (stage_ == Stage::Closed || last_frame_queued()) return;
     if (waiter_) return finish_wait(false, "gone");
+    exec_.reset();
+    watch_.reset();
+    wants_input_ = false;
     send_error(ErrorCode::NoSuchSession, "the session has gone");
 }
 
@@ -459,6 +471,9 @@ void Connection::leave_session(bool disconnected) {
     Session* session = session_;
     if (!session) return;
     session_ = nullptr;
+    if (wants_input_) session->input_watch().unwant();
+    wants_input_ = false;
+    if (exec_) session->set_exec_running(false);
     session->detach(this, disconnected);
     server_.sessions().client_left(session);
 }

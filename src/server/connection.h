@@ -77,6 +77,7 @@
 #include "server/peer.h"
 #include "server/session.h"
 #include "server/session_roles.h"
+#include "protocol/command_payloads.h"
 #include "server/session_starter.h"
 #include "server/wait_condition.h"
 
@@ -149,7 +150,7 @@ private:
     void handle_start(const protocol::Frame& frame);
     // Waiting for a worker's or the backend's answer: only a hang-up is read meanwhile.
     [[nodiscard]] bool awaiting_answer() const {
-        return (starter_ && starter_->waiting()) || snapshot_ticket_ != 0 || kill_signal_;
+        return (starter_ && starter_->waiting()) || snapshot_ticket_ != 0 || kill_signal_ || exec_ || watch_;
     }
     void handle_status_request();
     void on_handshake_timeout();
@@ -165,6 +166,18 @@ private:
     void handle_kill(const protocol::Frame& frame);
     void handle_send(const protocol::Frame& frame);
     void handle_snapshot(const protocol::Frame& frame);  // connection_screen.cpp
+    // Version 4 (connection_commands.cpp).
+    void handle_commands(const protocol::Frame& frame);
+    void handle_exec(const protocol::Frame& frame);
+    void handle_watch(const protocol::Frame& frame);
+    // Attaches to `session` as one of its readers for a request that waits (WAIT, KILL, EXEC,
+    // WATCH); `input`: the request wants to know when the program waits for input.
+    void attach_waiting(Session& session, bool input);
+    void check_exec();
+    void exec_timed_out();
+    void finish_exec(protocol::ExecReply::Outcome outcome, std::optional<protocol::CommandRecord> record);
+    void check_watch();
+    void push_event(const protocol::SessionEvent& event);
     // Whether the client relays a real terminal: said by START or ATTACH from version 3;
     // assumed of older clients, which answered queries themselves before version 3.
     void set_terminal(bool said) { terminal_ = version_ < 3 || said; }
@@ -231,6 +244,21 @@ private:
 
     // A WAIT or a KILL that waits for the end, while it waits.
     std::unique_ptr<WaitCondition> waiter_;
+    // An EXEC, from its frame to EXECUTED (connection_commands.cpp).
+    struct ExecRun {
+        protocol::ExecRequest request;
+        bool typed = false;         // the command line was written to the session
+        bool interrupting = false;  // Ctrl-C was written at the timeout
+        std::uint64_t seq_before = 0;  // the newest seq when it was typed: its command's is greater
+    };
+    std::unique_ptr<ExecRun> exec_;
+    // A WATCH: what it has told its client of so far.
+    struct WatchState {
+        std::uint64_t started = 0, ended = 0;  // seqs
+        std::uint64_t prompts = 0, waits = 0;
+    };
+    std::unique_ptr<WatchState> watch_;
+    bool wants_input_ = false;  // asked the session's InputWatch to probe (attach_waiting)
 
     // SIGNALs not delivered yet, each at most once (as the kernel keeps a standard signal
     // pending once): the session paces deliveries (Session::signal_wait_usec), and what a

@@ -107,6 +107,14 @@ void Connection::handle_list() {
         changing.offset = s->log().end();
         changing.clients = static_cast<std::uint32_t>(s->clients());
         changing.detached = s->detached();
+        changing.shell = s->shell();
+        changing.at_prompt = s->commands().at_prompt();
+        changing.last_command = s->commands().last();
+        // Probed for this reply (input_watch.h): LIST is one of the times someone asks.
+        if (Session* probed = server_.sessions().find(s->id()); probed && s->state() == Session::State::Running) {
+            changing.waiting_for_input = probed->input_watch().probe_now();
+            changing.waiting_since = probed->input_watch().since_ms();
+        }
         entries.push_back(protocol::session_entry(s->list_fixed_fields(), changing));
         total += entries.back().size() + 1;
     }
@@ -171,6 +179,11 @@ void Connection::handle_read(const protocol::Frame& frame) {
 void Connection::handle_wait(const protocol::Frame& frame) {
     auto request = protocol::decode_wait(frame.text());
     if (!request) return send_error(ErrorCode::BadFrame, "WAIT: " + request.error);
+    using For = protocol::WaitRequest::For;
+    const For what = request.value->what;
+    const bool of_version_4 = what == For::Command || what == For::Prompt || what == For::Input;
+    if (of_version_4 && version_ < 4)
+        return send_error(ErrorCode::BadFrame, "WAIT: 'for' must be \"exit\", \"quiet\" or \"text\" before version 4");
     Session* session = find_session(request.value->id, Request::Wait);
     if (!session) return;
     if (!session->has_reader_room())
@@ -184,11 +197,9 @@ void Connection::handle_wait(const protocol::Frame& frame) {
         waiter->scanned = waiter->search_floor = resolve(waiter->request.from, session->log());
     }
     waiter->seen_end = session->log().end();
-    enter(Stage::Request);
-    session_ = session;
-    role_ = Role::Observer;
-    cursor_ = session->log().end();  // a waiter holds nothing back
-    session->attach(this, Role::Observer);
+    // The next command to end, unless the client names the one it has seen last.
+    waiter->after = waiter->request.after.value_or(session->commands().last_ended_seq());
+    attach_waiting(*session, /*input=*/what == For::Input);
     waiter_ = std::move(waiter);
     if (const int r = add_timer(server_.event(), wait_timer_, waiter_->request.timeout_ms * 1000,
                                 guarded("wait timeout", [this] { finish_wait(false, "timeout"); }));
@@ -220,11 +231,7 @@ void Connection::handle_kill(const protocol::Frame& frame) {
     auto waiter = std::make_unique<WaitCondition>();
     waiter->kill = true;
     waiter->request.what = protocol::WaitRequest::For::Exit;
-    enter(Stage::Request);
-    session_ = session;
-    role_ = Role::Observer;
-    cursor_ = session->log().end();
-    session->attach(this, Role::Observer);
+    attach_waiting(*session, /*input=*/false);
     waiter_ = std::move(waiter);
     update_socket_events();
     session->stop(protocol::ExitReason::Stopped);
@@ -300,6 +307,14 @@ void Connection::check_wait() {
             r < 0)
             return event_failed(r, "cannot arm the quiet timer");
     }
+    if (w.request.what == For::Command) {
+        if (const auto* record = session.commands().ended_after(w.after)) {
+            w.command = *record;
+            return finish_wait(true, "command");
+        }
+    }
+    if (w.request.what == For::Prompt && session.commands().at_prompt()) return finish_wait(true, "prompt");
+    if (w.request.what == For::Input && session_->input_watch().waiting()) return finish_wait(true, "input");
     if (session.state() == Session::State::Ended) {
         if (w.kill || w.request.what == For::Exit) return finish_wait(true, "exit");
         return finish_wait(false, "exited");
@@ -324,6 +339,7 @@ void Connection::finish_wait(bool matched, std::string reason) {
     r.reason = std::move(reason);
     r.match_start = w->match_start;
     r.match_end = w->match_end;
+    r.command = std::move(w->command);
     r.state = protocol::State::Exited;
     if (session) {
         r.state = wire_state(*session);

@@ -31,6 +31,7 @@ public:
     [[nodiscard]] bool bulk() const override { return bulk_; }
     [[nodiscard]] bool controller_has_terminal() const override { return has_terminal_; }
     void answer_queries(std::span<const std::uint8_t> bytes) override { answers_.append(bytes.begin(), bytes.end()); }
+    void shell_mark(const ShellMark&) override {}
 
     void write(std::string_view text) {
         log_->append(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));

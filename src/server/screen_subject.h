@@ -11,6 +11,7 @@
 
 #include "protocol/payloads.h"
 #include "server/output_log.h"
+#include "server/shell_mark.h"
 
 namespace ptyvisor::server {
 
@@ -27,6 +28,8 @@ public:
     [[nodiscard]] virtual bool controller_has_terminal() const = 0;
     // The screen's answers to the program's queries, written to its terminal as input.
     virtual void answer_queries(std::span<const std::uint8_t> bytes) = 0;
+    // A mark of the shell's (OSC 133, OSC 7), found by the worker and checked by the broker.
+    virtual void shell_mark(const ShellMark& mark) = 0;
 
 protected:
     ~ScreenSubject() = default;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -82,7 +83,12 @@ void Session::tell(F f) {
 std::array<LogFollower*, 2> Session::byte_followers() const { return {context_.screens, recorder_.get()}; }
 
 Session::Session(const SessionContext& context, SessionOwner& owner, std::string unit, bool detached)
-    : context_(context), owner_(owner), unit_(std::move(unit)), id_(id_of_unit(unit_)), detached_(detached) {}
+    : context_(context),
+      owner_(owner),
+      unit_(std::move(unit)),
+      id_(id_of_unit(unit_)),
+      detached_(detached),
+      input_watch_(context.event, guarded("input watch", [this] { notify_clients(); })) {}
 
 Session::~Session() {
     set_bulk(false);
@@ -116,6 +122,7 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
     if (const int e = open_pty(spec.account.uid, context_.terminal_group, size, pty); e != 0)
         return fail(std::string("cannot allocate a terminal: ") + std::strerror(-e));
     master_ = std::move(pty.master);
+    input_watch_.set_terminal(master_.get());
     if (context_.recordings) recorder_ = context_.recordings->start(id_, spec.argv, spec.env, size);
     spec.unit_name = unit_;
     spec.tty = std::move(pty.peer);
@@ -215,6 +222,19 @@ void Session::notify_changed() {
     tell([this](LogFollower& f) { f.log_changed(*this); });
 }
 
+void Session::notify_clients() {
+    const auto clients = clients_;
+    for (const auto& [client, role] : clients) client->session_changed();
+}
+
+// ---- Commands ----------------------------------------------------------------------------
+
+void Session::shell_mark(const ShellMark& mark) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const auto change = commands_.apply(mark, std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    if (change.any()) notify_clients();
+}
+
 // ---- Input -------------------------------------------------------------------------------
 
 void Session::write_input(std::span<const std::uint8_t> bytes) {
@@ -244,6 +264,7 @@ void Session::write_held_input() {
             return stop(ExitReason::InputFailed);
         }
         held_input_.erase(held_input_.begin(), held_input_.begin() + n);
+        if (n > 0) input_watch_.activity();
     }
     if (held_input_.empty()) held_input_.shrink_to_fit();
     update_terminal_events();
@@ -370,6 +391,7 @@ void Session::read_terminal(ReadUntil until) {
     }
     if (until == ReadUntil::Drained) set_bulk(read_bytes >= kBulkBytesPerDispatch);
     update_terminal_events();
+    if (grew) input_watch_.activity();
     if (grew) notify_changed();
     if (terminal_closed_) maybe_finish();
 }
@@ -552,6 +574,7 @@ void Session::finish(protocol::ExitStatus status) {
     terminal_source_.reset();
     drain_timer_.reset();
     reattach_timer_.reset();
+    input_watch_.set_terminal(-1);
     master_.reset();
     recorder_.reset();
     held_input_.clear();

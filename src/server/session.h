@@ -50,12 +50,15 @@
 #include "common/unique_fd.h"
 #include "protocol/payloads.h"
 #include "server/bulk_priority.h"
+#include "server/command_tracker.h"
+#include "server/input_watch.h"
 #include "server/log_follower.h"
 #include "server/output_log.h"
 #include "server/screen_subject.h"
 #include "server/session_context.h"
 #include "server/session_handover.h"
 #include "server/session_roles.h"
+#include "server/shell_mark.h"
 
 namespace ptyvisor::server {
 
@@ -175,6 +178,20 @@ public:
     void client_advanced();
 
 
+    // Command-aware sessions (docs/protocol.md, section 11).
+    // A mark of the session's shell, from the screen worker: its command records and prompt.
+    void shell_mark(const ShellMark& mark) override;
+    [[nodiscard]] const CommandTracker& commands() const { return commands_; }
+    // "bash" or "zsh" when the session was started with shell integration.
+    [[nodiscard]] const std::optional<std::string>& shell() const { return shell_; }
+    void set_shell(std::string shell) { shell_ = std::move(shell); }
+    // Whether the program waits for input: probed while a client asks (input_watch.h).
+    [[nodiscard]] InputWatch& input_watch() { return input_watch_; }
+    [[nodiscard]] const InputWatch& input_watch() const { return input_watch_; }
+    // One EXEC at a time: the connection running one holds this until it answers.
+    [[nodiscard]] bool exec_running() const { return exec_running_; }
+    void set_exec_running(bool running) { exec_running_ = running; }
+
     // Handover (server/session_handover.h, server_handover.cpp).
     // Whether the session can be handed over now: Running (not starting, not ending).
     [[nodiscard]] bool can_hand_over() const;
@@ -212,6 +229,8 @@ private:
     void finish(protocol::ExitStatus status);
     void release_slot();
     void notify_changed();
+    // Wakes the clients only: what changed is not the log (a mark, an input wait).
+    void notify_clients();
     // Tells every LogFollower of the session, in one order: the screen broker, the recorder,
     // then the clients (a copy of the list: a client may detach while it is told).
     template <class F>
@@ -238,6 +257,11 @@ private:
     pid_t starter_pid_ = 0;
     bool detached_;
     Stage stage_ = Stage::Starting;
+
+    CommandTracker commands_;
+    std::optional<std::string> shell_;
+    InputWatch input_watch_;
+    bool exec_running_ = false;
 
     std::unique_ptr<OutputLog> log_;
     std::unique_ptr<Recorder> recorder_;  // when sessions are recorded (server/recording.h)

@@ -11,6 +11,7 @@
 #include "common/process.h"
 #include "server/session.h"
 #include "server/session_environment.h"
+#include "server/shell_integration.h"
 #include "server/session_registry.h"
 
 namespace ptyvisor::server {
@@ -85,7 +86,7 @@ bool SessionStarter::may_start(const PeerIdentity& peer, const backends::Account
     return peer.cred.uid == account.uid;
 }
 
-void SessionStarter::begin(protocol::StartRequest request, UniqueFd cwd, bool detach) {
+void SessionStarter::begin(protocol::StartRequest request, UniqueFd cwd, bool detach, bool shell_integration) {
     const auto& account = *context_.account;
     // The directory is judged, and the command looked up, on a worker thread: either can
     // block for as long as the client likes (a FUSE mount that it serves).
@@ -94,6 +95,14 @@ void SessionStarter::begin(protocol::StartRequest request, UniqueFd cwd, bool de
     auto& spec = check->spec;
     spec.argv = std::move(request.argv);
     spec.env = session_environment(std::move(request.env), request.term, account);
+    if (shell_integration) {
+        std::string why;
+        if (auto shell = integrate_shell(spec.argv, std::move(spec.env), shell_integration_dir(), why)) {
+            spec.argv = std::move(shell->argv);
+            spec.env = std::move(shell->env);
+            shell_ = std::move(shell->shell);
+        }
+    }
     spec.cwd = check->cwd.get();
     spec.cwd_dev = request.cwd_dev;
     spec.cwd_ino = request.cwd_ino;
@@ -168,6 +177,7 @@ void SessionStarter::start() {
     spec_.reset();
     const std::string argv0 = spec.argv.front();
     Session& session = context_.sessions->create(detach_);
+    if (!shell_.empty()) session.set_shell(shell_);
     callbacks_.attached(session);
     holds_slot_ = false;  // the session's from now on, whatever start() says
     std::string why;

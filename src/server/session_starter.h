@@ -80,7 +80,8 @@ public:
     static bool may_start(const PeerIdentity& peer, const backends::Account& account);
     // Steps 2 to 4, for a peer that may_start(): starts the checks for `request`, whose
     // directory is `cwd`. `detach`: the session outlives its controller's connection.
-    void begin(protocol::StartRequest request, UniqueFd cwd, bool detach);
+    // `shell_integration`: the request's, already checked (integrate_shell accepts its argv).
+    void begin(protocol::StartRequest request, UniqueFd cwd, bool detach, bool shell_integration);
     [[nodiscard]] bool waiting() const { return checking_ != nullptr || rechecking_ != nullptr; }
     // The handshake deadline passed while waiting(): the error that says what did not answer.
     [[nodiscard]] protocol::ErrorCode timeout_code() const;
@@ -104,6 +105,7 @@ private:
     Callbacks callbacks_;
     protocol::WindowSize size_;
     bool detach_ = false;
+    std::string shell_;  // "bash" or "zsh" when started with shell integration
     UniqueFd cwd_;
     std::optional<backends::SessionSpec> spec_;
     std::shared_ptr<Check> check_;

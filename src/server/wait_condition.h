@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <re2/re2.h>
@@ -38,6 +39,8 @@ struct WaitCondition {
     std::uint64_t seen_end = 0;         // For::Quiet: the log's end when the quiet began
     std::uint64_t match_start = 0, match_end = 0;
     std::uint64_t slice = kFirstSlice;  // For::Text: new bytes the next search may cover
+    std::uint64_t after = 0;            // For::Command: a command with a greater seq ends
+    std::optional<protocol::CommandRecord> command;  // For::Command: the one that ended
 
     // Compiles request.pattern; false with `why` when it is not a valid expression or its
     // program is larger than kMaxProgramSize.

@@ -20,6 +20,7 @@ export const ERROR_CODES = [
   "shutting_down",
   "no_such_session",
   "session_ended",
+  "no_shell_integration",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -3,7 +3,7 @@
 // docs/protocol.md; frame.ts builds on them.
 
 export const OLDEST_VERSION = 1;
-export const NEWEST_VERSION = 3;
+export const NEWEST_VERSION = 4;
 export const HEADER_SIZE = 8;
 export const SESSION_ID_LENGTH = 32;
 
@@ -36,6 +36,12 @@ export const FrameType = {
   DROPPED: 26,
   SNAPSHOT: 27,
   SCREEN: 28,
+  COMMANDS: 29,
+  COMMAND_LIST: 30,
+  EXEC: 31,
+  EXECUTED: 32,
+  WATCH: 33,
+  EVENT: 34,
 } as const;
 
 /** [min, max] payload length of each type, index = type (0 is unused). */
@@ -69,13 +75,19 @@ export const BOUNDS: ReadonlyArray<readonly [number, number]> = [
   [2, 4096], // DROPPED
   [2, 4096], // SNAPSHOT
   [2, 8388608], // SCREEN
+  [2, 4096], // COMMANDS
+  [2, 262144], // COMMAND_LIST
+  [2, 65536], // EXEC
+  [2, 16384], // EXECUTED
+  [2, 4096], // WATCH
+  [2, 16384], // EVENT
 ];
 
 /** The highest frame type of each version, index = version: a version knows the types 1..N. */
-export const LAST_TYPE_OF_VERSION: ReadonlyArray<number> = [0, 11, 26, 28];
+export const LAST_TYPE_OF_VERSION: ReadonlyArray<number> = [0, 11, 26, 28, 34];
 
 /** The types a daemon sends (the rest are the client's). */
-export const FROM_DAEMON: ReadonlySet<number> = new Set([2, 4, 8, 9, 11, 13, 15, 17, 19, 21, 23, 25, 26, 28]);
+export const FROM_DAEMON: ReadonlySet<number> = new Set([2, 4, 8, 9, 11, 13, 15, 17, 19, 21, 23, 25, 26, 28, 30, 32, 34]);
 
 /** The ERROR codes, as on the wire. */
 export const WIRE_ERROR_CODES = [
@@ -96,6 +108,7 @@ export const WIRE_ERROR_CODES = [
   "shutting_down",
   "no_such_session",
   "session_ended",
+  "no_shell_integration",
 ] as const;
 
 /** The members each JSON payload must have, and their JSON types. */
@@ -121,4 +134,10 @@ export const REQUIRED_MEMBERS: Readonly<Record<string, Readonly<Record<string, r
   DROPPED: { offset: ["integer"], lost: ["integer"] },
   SNAPSHOT: { id: ["string"] },
   SCREEN: { cols: ["integer"], rows: ["integer"], cursor: ["object"], alternate: ["boolean"], title: ["string"], offset: ["integer"], lines: ["array"], scrollback: ["array"] },
+  COMMANDS: { id: ["string"] },
+  COMMAND_LIST: { id: ["string"], shell: ["string", "null"], at_prompt: ["boolean"], waiting_for_input: ["boolean"], current: ["object", "null"], commands: ["array"], first_seq: ["integer"] },
+  EXEC: { id: ["string"], command: ["string"] },
+  EXECUTED: { id: ["string"], state: ["string"], exit_code: ["integer", "null"], command: ["object", "null"], offset: ["integer"], session_state: ["string"] },
+  WATCH: { id: ["string"] },
+  EVENT: { event: ["string"], offset: ["integer"] },
 };

@@ -6,7 +6,7 @@ docs/protocol.md; protocol.py builds on them."""
 import enum
 
 OLDEST_VERSION = 1
-NEWEST_VERSION = 3
+NEWEST_VERSION = 4
 HEADER_SIZE = 8
 MAGIC = b'PV'
 SESSION_ID_LENGTH = 32
@@ -41,6 +41,12 @@ class FrameType(enum.IntEnum):
     DROPPED = 26
     SNAPSHOT = 27
     SCREEN = 28
+    COMMANDS = 29
+    COMMAND_LIST = 30
+    EXEC = 31
+    EXECUTED = 32
+    WATCH = 33
+    EVENT = 34
 
 
 # (min, max) payload length of each type.
@@ -73,6 +79,12 @@ BOUNDS: dict[int, tuple[int, int]] = {
     FrameType.DROPPED: (2, 4096),
     FrameType.SNAPSHOT: (2, 4096),
     FrameType.SCREEN: (2, 8388608),
+    FrameType.COMMANDS: (2, 4096),
+    FrameType.COMMAND_LIST: (2, 262144),
+    FrameType.EXEC: (2, 65536),
+    FrameType.EXECUTED: (2, 16384),
+    FrameType.WATCH: (2, 4096),
+    FrameType.EVENT: (2, 16384),
 }
 # The types a daemon sends (the rest are the client's).
 FROM_DAEMON = frozenset({
@@ -90,12 +102,16 @@ FROM_DAEMON = frozenset({
     FrameType.SENT,
     FrameType.DROPPED,
     FrameType.SCREEN,
+    FrameType.COMMAND_LIST,
+    FrameType.EXECUTED,
+    FrameType.EVENT,
 })
 # The highest frame type of each version: a version knows the types 1..N.
 LAST_TYPE_OF_VERSION: dict[int, int] = {
     1: FrameType.STATUS,
     2: FrameType.DROPPED,
     3: FrameType.SCREEN,
+    4: FrameType.EVENT,
 }
 # The ERROR codes, as on the wire.
 ERROR_CODES = (
@@ -116,6 +132,7 @@ ERROR_CODES = (
     "shutting_down",
     "no_such_session",
     "session_ended",
+    "no_shell_integration",
 )
 # The members each JSON payload must have, and their JSON types.
 REQUIRED_MEMBERS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -140,4 +157,10 @@ REQUIRED_MEMBERS: dict[str, dict[str, tuple[str, ...]]] = {
     'DROPPED': {'offset': ('integer',), 'lost': ('integer',)},
     'SNAPSHOT': {'id': ('string',)},
     'SCREEN': {'cols': ('integer',), 'rows': ('integer',), 'cursor': ('object',), 'alternate': ('boolean',), 'title': ('string',), 'offset': ('integer',), 'lines': ('array',), 'scrollback': ('array',)},
+    'COMMANDS': {'id': ('string',)},
+    'COMMAND_LIST': {'id': ('string',), 'shell': ('string', 'null'), 'at_prompt': ('boolean',), 'waiting_for_input': ('boolean',), 'current': ('object', 'null'), 'commands': ('array',), 'first_seq': ('integer',)},
+    'EXEC': {'id': ('string',), 'command': ('string',)},
+    'EXECUTED': {'id': ('string',), 'state': ('string',), 'exit_code': ('integer', 'null'), 'command': ('object', 'null'), 'offset': ('integer',), 'session_state': ('string',)},
+    'WATCH': {'id': ('string',)},
+    'EVENT': {'event': ('string',), 'offset': ('integer',)},
 }

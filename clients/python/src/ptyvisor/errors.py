@@ -124,6 +124,13 @@ class SessionEnded(PtyvisorError):
     code = "session_ended"
 
 
+class NoShellIntegration(PtyvisorError):
+    """The session's shell reports no commands (protocol 11.4): start it with
+    shell_integration=True."""
+
+    code = "no_shell_integration"
+
+
 class ConnectionLost(PtyvisorError):
     """End of stream without EXIT or ERROR: the daemon restarted or crashed (protocol 6).
     Not a code the daemon sends."""
@@ -143,7 +150,7 @@ ERRORS_BY_CODE: dict[str, type[PtyvisorError]] = {
     for cls in (BadFrame, UnsupportedVersion, TooBig, UnexpectedFrame, WrongFdCount,
                 NotADirectory, CwdMismatch, NotAllowed, Busy, RateLimited, Overloaded,
                 HandshakeTimeout, StartFailed, Internal, ShuttingDown, NoSuchSession,
-                SessionEnded)
+                SessionEnded, NoShellIntegration)
 }
 
 
