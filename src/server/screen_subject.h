@@ -11,6 +11,7 @@
 
 #include "protocol/payloads.h"
 #include "server/output_log.h"
+#include "server/shell_mark.h"
 
 namespace ptyvisor::server {
 
@@ -27,6 +28,10 @@ public:
     [[nodiscard]] virtual bool controller_has_terminal() const = 0;
     // The screen's answers to the program's queries, written to its terminal as input.
     virtual void answer_queries(std::span<const std::uint8_t> bytes) = 0;
+    // A shell's mark in the output, its fields checked against their bounds (shell_mark.h).
+    // Marks come in offset order from one worker; a restarted worker replays the log, and
+    // with it marks already given: those at offsets seen before are the same marks.
+    virtual void shell_mark(const ShellMark& mark) = 0;
 
 protected:
     ~ScreenSubject() = default;

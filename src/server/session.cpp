@@ -661,4 +661,6 @@ void Session::unstore_for_handover() {
     for (const char* kind : {"pty", "log", "meta"}) fd_store_remove(handover_name(kind, id_));
 }
 
+void Session::shell_mark(const ShellMark&) {}
+
 }  // namespace ptyvisor::server

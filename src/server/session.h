@@ -154,6 +154,7 @@ public:
     [[nodiscard]] bool controller_has_terminal() const override { return controller_ && controller_->has_terminal(); }
     // The screen's answers to the program's queries, written to its terminal as input.
     void answer_queries(std::span<const std::uint8_t> bytes) override;
+    void shell_mark(const ShellMark& mark) override;
 
     // Controller actions.
     void write_input(std::span<const std::uint8_t> bytes);
