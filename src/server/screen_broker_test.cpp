@@ -308,6 +308,30 @@ TEST_F(ScreenBrokerTest, AMalformedMarkKillsTheWorker) {
     }
 }
 
+TEST_F(ScreenBrokerTest, MarksOfASessionClosedWhileTheyWereOwedAreDropped) {
+    // The worker sends the closed session's mark and Advanced (owed: the Open was in flight),
+    // then the next session's mark, which arrives only if the first two did not kill it.
+    const std::string closed_reply = mark_message(1, 1, 0, -1, "") +
+                                     printf_escaped(screen::Writer(screen::MessageType::Advanced)
+                                                        .put(std::uint32_t{1})
+                                                        .put(std::uint64_t{0})
+                                                        .finish());
+    auto broker = make_broker(
+        fake_worker("printf '" + closed_reply + mark_message(2, 2, 0, -1, "") + "' >&3\nexec cat <&3 >/dev/null"));
+    broker->start();
+    const pid_t first = broker->worker_pid();
+    ASSERT_GT(first, 0);
+    FakeSession closed("closed"), open("open");
+    broker->log_opened(closed);
+    broker->log_closed(closed);
+    broker->log_opened(open);
+    ASSERT_TRUE(run_until([&] { return !open.marks_.empty(); }));
+    EXPECT_EQ(open.marks_[0].kind, ShellMark::Kind::CommandInput);
+    EXPECT_TRUE(closed.marks_.empty());
+    EXPECT_EQ(broker->worker_pid(), first);
+    broker->log_closed(open);
+}
+
 TEST_F(ScreenBrokerTest, ASessionWhoseOutputCostsTheReplyTimeoutLosesItsScreen) {
     // A worker that spins, never answering: each spends its CPU timeout on the session's
     // work, which takes a strike each time, until its screen is turned off.
