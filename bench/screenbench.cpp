@@ -3,9 +3,13 @@
 //     encoding plus the daemon's check of it (decode_screen), median and worst of N;
 //   - memory per session at that size, full screen and full scrollback (mallinfo2 before
 //     and after making N emulators);
-//   - the emulator's throughput on a mixed input.
+//   - the emulator's throughput on a mixed input;
+//   - what finding the shell's marks (mark_scanner.h) adds to the worker's work: 64 MiB of
+//     coloured text in the worker's 64 KiB chunks, through the emulator alone and through the
+//     emulator and the scanner, best of three rounds each, alternated, in CPU time.
 //   screenbench [ITERATIONS]
 #include <malloc.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +20,7 @@
 
 #include "protocol/screen_payloads.h"
 #include "screen/emulator.h"
+#include "screen/mark_scanner.h"
 
 namespace {
 
@@ -40,6 +45,68 @@ std::string busy_output() {
 }
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// This thread's CPU time in milliseconds: on a loaded machine, the clock's time is mostly others'.
+double cpu_ms() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+// Milliseconds to put `output` through a fresh emulator, and the scanner when `scan`, in
+// chunks of the worker's size.
+double worker_pass(const std::string& output, bool scan) {
+    constexpr std::size_t kChunk = 64 * 1024;
+    Emulator e(200, 50, 1000);
+    ptyvisor::screen::MarkScanner scanner;
+    std::vector<ptyvisor::server::ShellMark> found;
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(output.data());
+    const double start = cpu_ms();
+    for (std::size_t at = 0; at < output.size(); at += kChunk) {
+        const std::span chunk(bytes + at, std::min(kChunk, output.size() - at));
+        e.feed(chunk);
+        if (scan) scanner.scan(chunk, at, found);
+        found.clear();  // the worker moves them to its bounded queue
+    }
+    return cpu_ms() - start;
+}
+
+void mark_scanning_cost(const std::string& busy) {
+    constexpr std::size_t kSize = 64 << 20;
+    std::string plain, marked;
+    while (plain.size() < kSize) plain += busy;
+    // A shell's prompt cycle every 4 KiB or so of it.
+    const std::string cycle = "\x1b]133;D;0\x07\x1b]7;file://host/home/me\x07\x1b]133;A\x07$ \x1b]133;B\x07make\r\n"
+                              "\x1b]133;C;cmdline_url=make%20-j2\x07";
+    for (std::size_t at = 0; at < plain.size(); at += 4096) marked += cycle + plain.substr(at, 4096);
+    for (const auto* input : {&plain, &marked}) {
+        double alone = 1e300, scanned = 1e300;
+        for (int round = 0; round < 3; ++round) {
+            alone = std::min(alone, worker_pass(*input, false));
+            scanned = std::min(scanned, worker_pass(*input, true));
+        }
+        std::printf("%s: %.1f MiB: emulator %.0f ms (%.1f MB/s), emulator and mark scanner %.0f ms (%.1f MB/s): +%.1f%%\n",
+                    input == &plain ? "coloured text, no marks" : "coloured text, 6 marks per 4 KiB",
+                    static_cast<double>(input->size()) / (1 << 20), alone, static_cast<double>(input->size()) / alone / 1000.0,
+                    scanned, static_cast<double>(input->size()) / scanned / 1000.0, (scanned / alone - 1.0) * 100.0);
+    }
+    // The scanner alone, for scale.
+    for (const auto* input : {&plain, &marked}) {
+        ptyvisor::screen::MarkScanner scanner;
+        std::vector<ptyvisor::server::ShellMark> found;
+        std::size_t count = 0;
+        const double start = cpu_ms();
+        const auto* bytes = reinterpret_cast<const std::uint8_t*>(input->data());
+        for (std::size_t at = 0; at < input->size(); at += 64 * 1024) {
+            scanner.scan(std::span(bytes + at, std::min<std::size_t>(64 * 1024, input->size() - at)), at, found);
+            count += found.size();
+            found.clear();
+        }
+        const double took = cpu_ms() - start;
+        std::printf("  the mark scanner alone, %s: %.1f ms (%.0f MB/s), %zu marks\n", input == &plain ? "no marks" : "marks",
+                    took, static_cast<double>(input->size()) / took / 1000.0, count);
+    }
+}
 
 }  // namespace
 
@@ -84,6 +151,8 @@ int main(int argc, char** argv) {
         std::printf("  of which: emulator %.2f ms, JSON encoding %.2f ms, the daemon's check %.2f ms (medians)\n",
                     median(emulator), median(encoding), median(checking));
     }
+
+    mark_scanning_cost(output);
 
     constexpr int kSessions = 20;
     const auto before = mallinfo2().uordblks;

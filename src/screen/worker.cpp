@@ -57,7 +57,7 @@ bool Worker::open(Reader& r, std::vector<UniqueFd>& fds) {
     process(session, upto);
     session.emulator->take_answers();  // replayed history is not asked again
     // Acknowledged like an Advance: the daemon's deadline covers each replay on its own.
-    send_(Writer(MessageType::Advanced).put(id).put(session.processed).finish());
+    send_advanced(id, session, {});
     return true;
 }
 
@@ -69,9 +69,21 @@ bool Worker::advance(Reader& r) {
     if (it == sessions_.end()) return true;  // closed meanwhile
     Session& s = *it->second;
     process(s, end);
-    const std::string answers = s.emulator->take_answers();
-    send_(Writer(MessageType::Advanced).put(id).put(s.processed).put_bytes(answers).finish());
+    send_advanced(id, s, s.emulator->take_answers());
     return true;
+}
+
+void Worker::send_advanced(std::uint32_t id, Session& s, std::string_view answers) {
+    for (const server::ShellMark& mark : s.marks)
+        send_(Writer(MessageType::Mark)
+                  .put(id)
+                  .put(static_cast<std::uint8_t>(mark.kind))
+                  .put(mark.offset)
+                  .put(std::int32_t{mark.exit_code.value_or(-1)})
+                  .put_bytes(mark.text)
+                  .finish());
+    s.marks.clear();
+    send_(Writer(MessageType::Advanced).put(id).put(s.processed).put_bytes(answers).finish());
 }
 
 bool Worker::resize(Reader& r) {
@@ -139,6 +151,12 @@ void Worker::process(Session& s, std::uint64_t upto) {
         const std::uint64_t start = log_start(s);
         if (start > at) continue;
         s.emulator->feed(chunk_);
+        s.scanner.scan(chunk_, at, found_);  // a gap (skipped bytes) resets it
+        for (auto& mark : found_) {
+            if (s.marks.size() == kMaxMarksPerReply) s.marks.pop_front();
+            s.marks.push_back(std::move(mark));
+        }
+        found_.clear();
         s.processed = at + n;
         if (s.processed <= s.quiet_until) s.emulator->take_answers();
     }

@@ -6,10 +6,13 @@
 // Invariants: a session's emulator has seen exactly the log bytes [from, processed) in
 // order, minus any the daemon overwrote before they were read (those are skipped: the ring
 // moved on, and a screen that lost bytes is still a screen); answers to queries are kept
-// only for bytes that arrived after the session was opened.
+// only for bytes that arrived after the session was opened. The shell's marks in those bytes
+// (mark_scanner.h) wait, at most kMaxMarksPerReply of them (the newest), for the next
+// Advanced, which they precede.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,6 +21,7 @@
 
 #include "common/unique_fd.h"
 #include "screen/emulator.h"
+#include "screen/mark_scanner.h"
 #include "screen/worker_protocol.h"
 
 namespace ptyvisor::screen {
@@ -39,6 +43,8 @@ class Worker {
         std::size_t map_length = 0, capacity = 0;
         std::uint64_t processed = 0;
         std::uint64_t quiet_until = 0;  // no answers for bytes before this offset
+        MarkScanner scanner;
+        std::deque<server::ShellMark> marks;  // found, not yet sent
         ~Session();
     };
     bool open(Reader& r, std::vector<UniqueFd>& fds);
@@ -46,11 +52,14 @@ class Worker {
     bool resize(Reader& r);
     bool snapshot(Reader& r);
     void process(Session& s, std::uint64_t upto);
+    // Sends the session's marks, then Advanced with `answers`.
+    void send_advanced(std::uint32_t id, Session& s, std::string_view answers);
     [[nodiscard]] std::uint64_t log_start(const Session& s) const;
 
     Send send_;
     std::map<std::uint32_t, std::unique_ptr<Session>> sessions_;
     std::vector<std::uint8_t> chunk_;
+    std::vector<server::ShellMark> found_;  // reused by process()
 };
 
 }  // namespace ptyvisor::screen

@@ -19,6 +19,11 @@
 //   Advanced  session u32, offset u64, answers (the rest, <= kMaxAnswerBytes): the worker
 //             has processed the log up to `offset`; `answers` are its replies to queries.
 //   Screen    ticket u32, session u32, JSON ScreenReply (the rest, <= kMaxScreenPayloadSize).
+//   Mark      session u32, kind u8, offset u64, exit code i32 (-1: none), text (the rest,
+//             <= ShellMark::kMaxText): a shell's mark in the session's output
+//             (server/shell_mark.h). The marks of the bytes an Open or Advance made the worker
+//             process go out before its Advanced, in log order; replayed bytes' marks too (the
+//             daemon ignores those it has). At most kMaxMarksPerReply before each Advanced.
 #pragma once
 
 #include <cstdint>
@@ -41,9 +46,14 @@ enum class MessageType : std::uint8_t {
     Snapshot = 5,
     Advanced = 101,
     Screen = 102,
+    Mark = 103,
 };
 
 inline constexpr std::size_t kMaxAnswerBytes = 4096;
+// Past this many marks before one Advanced, the oldest are dropped: a session whose output
+// floods fake marks lies only about its own commands, and costs the daemon a bounded number
+// of messages per round.
+inline constexpr std::size_t kMaxMarksPerReply = 256;
 inline constexpr std::size_t kMaxDaemonMessage = 64;
 inline constexpr std::size_t kMaxWorkerMessage = 1 + 8 + protocol::kMaxScreenPayloadSize;
 

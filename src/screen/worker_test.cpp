@@ -115,5 +115,107 @@ TEST_F(WorkerTest, ResizeAppliesAfterTheBytesBeforeIt) {
     EXPECT_EQ(s.rows, 4);
 }
 
+// The Mark messages among `sent`, decoded; and each message's type, in order.
+struct SentMark {
+    std::uint32_t session = 0;
+    std::uint8_t kind = 0;
+    std::uint64_t offset = 0;
+    std::int32_t exit_code = 0;
+    std::string text;
+};
+
+std::vector<SentMark> marks_in(const std::vector<Sent>& sent) {
+    std::vector<SentMark> marks;
+    for (const Sent& m : sent) {
+        if (m.type != MessageType::Mark) continue;
+        Reader r(m.body);
+        SentMark mark;
+        EXPECT_TRUE(r.get(mark.session) && r.get(mark.kind) && r.get(mark.offset) && r.get(mark.exit_code));
+        mark.text = r.rest();
+        marks.push_back(mark);
+    }
+    return marks;
+}
+
+std::vector<MessageType> types_in(const std::vector<Sent>& sent) {
+    std::vector<MessageType> types;
+    for (const Sent& m : sent) types.push_back(m.type);
+    return types;
+}
+
+constexpr auto kMark = MessageType::Mark, kAdvanced = MessageType::Advanced;
+
+TEST_F(WorkerTest, SendsMarksBeforeTheAdvancedThatCoversThem) {
+    ASSERT_TRUE(open(1, 0, 0));
+    // Ill-formed UTF-8 before the marks (the emulator filters it; offsets are the log's),
+    // a character cut by an ESC, and a mark cut across two Advances.
+    append("\xff\xfe\xe2\x82\x1b]133;A\x07$ \x1b]133;B\x1b\\ls\r\n\x1b]133;C;cmdline_url=ls\x1b");
+    const std::uint64_t prompt_end = 4 + 8, input_end = prompt_end + 2 + 9;
+    const std::uint64_t output_start_end = log->end() + 1;
+    sent.clear();
+    ASSERT_TRUE(send(Writer(MessageType::Advance).put(std::uint32_t{1}).put(log->end()).finish()));
+    EXPECT_EQ(types_in(sent), (std::vector{kMark, kMark, kAdvanced}));
+    append("\\file\r\n\x1b]133;D;1\x07\x1b]7;file://h/tmp\x07");
+    const std::uint64_t end_start = output_start_end + 6;
+    const auto first = marks_in(sent);
+    sent.clear();
+    ASSERT_TRUE(send(Writer(MessageType::Advance).put(std::uint32_t{1}).put(log->end()).finish()));
+    EXPECT_EQ(types_in(sent), (std::vector{kMark, kMark, kMark, kAdvanced}));
+    const auto second = marks_in(sent);
+    ASSERT_EQ(first.size(), 2u);
+    ASSERT_EQ(second.size(), 3u);
+    EXPECT_EQ(first[0].session, 1u);
+    EXPECT_EQ(first[0].kind, 1);
+    EXPECT_EQ(first[0].offset, prompt_end);
+    EXPECT_EQ(first[0].exit_code, -1);
+    EXPECT_EQ(first[1].kind, 2);
+    EXPECT_EQ(first[1].offset, input_end);
+    EXPECT_EQ(second[0].kind, 3);
+    EXPECT_EQ(second[0].offset, output_start_end);
+    EXPECT_EQ(second[0].text, "ls");
+    EXPECT_EQ(second[1].kind, 4);
+    EXPECT_EQ(second[1].offset, end_start);
+    EXPECT_EQ(second[1].exit_code, 1);
+    EXPECT_EQ(second[2].kind, 5);
+    EXPECT_EQ(second[2].offset, log->end());
+    EXPECT_EQ(second[2].text, "/tmp");
+    EXPECT_EQ(snapshot(1).lines[1], "file");  // the screen saw the same bytes
+}
+
+TEST_F(WorkerTest, AReplayReportsItsMarksAgain) {
+    append("\x1b]133;A\x07$ ");
+    ASSERT_TRUE(open(1, log->start(), log->end()));
+    EXPECT_EQ(types_in(sent), (std::vector{kMark, kAdvanced}));
+    const auto marks = marks_in(sent);
+    ASSERT_EQ(marks.size(), 1u);
+    EXPECT_EQ(marks[0].offset, 8u);
+}
+
+TEST_F(WorkerTest, MarksFoundForASnapshotWaitForTheNextAdvanced) {
+    ASSERT_TRUE(open(1, 0, 0));
+    append("\x1b]133;A\x07");
+    snapshot(1);  // processes the log to its end: the mark waits
+    EXPECT_TRUE(marks_in(sent).empty());
+    sent.clear();
+    ASSERT_TRUE(send(Writer(MessageType::Advance).put(std::uint32_t{1}).put(log->end()).finish()));
+    EXPECT_EQ(types_in(sent), (std::vector{kMark, kAdvanced}));
+}
+
+TEST_F(WorkerTest, SendsAtMostTheNewestMarksPerReply) {
+    ASSERT_TRUE(open(1, 0, 0));
+    std::string flood;
+    for (std::size_t i = 0; i < kMaxMarksPerReply + 50; ++i) flood += "\x1b]133;D;" + std::to_string(i % 256) + "\x07";
+    append(flood);
+    sent.clear();
+    ASSERT_TRUE(send(Writer(MessageType::Advance).put(std::uint32_t{1}).put(log->end()).finish()));
+    const auto marks = marks_in(sent);
+    ASSERT_EQ(marks.size(), kMaxMarksPerReply);
+    EXPECT_EQ(sent.back().type, kAdvanced);
+    EXPECT_EQ(marks.back().offset, log->end() - std::string_view("\x1b]133;D;49\x07").size());
+    EXPECT_EQ(marks.back().exit_code, 49);
+    EXPECT_EQ(marks.front().exit_code, 50);  // the first 50 were dropped
+    for (std::size_t i = 1; i < marks.size(); ++i) EXPECT_LT(marks[i - 1].offset, marks[i].offset);
+}
+
 }  // namespace
 }  // namespace ptyvisor::screen

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "common/utf8.h"
 #include "protocol/fd_passing.h"
 #include "screen/worker_protocol.h"
 #include "server/config.h"
@@ -215,6 +216,7 @@ void ScreenBroker::open_in_worker(Tracked& t) {
         return;
     }
     t.notified_end = log.end();
+    t.last_mark = 0;  // the replay's marks start over
     t.advance_in_flight = true;  // the worker acknowledges the replay with Advanced
     work_.push_back({t.number, true});
     owe_reply();
@@ -422,6 +424,7 @@ bool ScreenBroker::handle(std::uint8_t type, std::span<const std::uint8_t> body)
     switch (static_cast<MessageType>(type)) {
         case MessageType::Advanced: return handle_advanced(body);
         case MessageType::Screen: return handle_screen(body);
+        case MessageType::Mark: return handle_mark(body);
         default: return false;
     }
 }
@@ -457,6 +460,38 @@ bool ScreenBroker::handle_advanced(std::span<const std::uint8_t> body) {
             session.answer_queries(std::span(reinterpret_cast<const std::uint8_t*>(answers.data()), answers.size()));
     }
     send_advance(*t);
+    return true;
+}
+
+bool ScreenBroker::handle_mark(std::span<const std::uint8_t> body) {
+    screen::Reader r(body);
+    std::uint32_t number = 0;
+    std::uint8_t kind = 0;
+    std::uint64_t offset = 0;
+    std::int32_t exit_code = 0;
+    if (!r.get(number) || !r.get(kind) || !r.get(offset) || !r.get(exit_code)) return false;
+    const std::string_view text = r.rest();
+    using Kind = ShellMark::Kind;
+    if (kind < static_cast<std::uint8_t>(Kind::Prompt) || kind > static_cast<std::uint8_t>(Kind::Cwd)) return false;
+    const auto k = static_cast<Kind>(kind);
+    if (exit_code != -1 && (k != Kind::CommandEnd || exit_code < 0 || exit_code > 255)) return false;
+    if (!text.empty() && k != Kind::OutputStart && k != Kind::Cwd) return false;
+    if (text.size() > ShellMark::kMaxText || !utf8::is_valid(text)) return false;
+    Tracked* t = find(number);
+    // Closed since, its Advanced still owed: the marks before it are expected, and dropped.
+    if (!t) return gone_advances_.contains(number);
+    if (!t->advance_in_flight || offset > t->notified_end || offset < t->last_mark) return false;
+    t->last_mark = offset;
+    ShellMark mark;
+    mark.kind = k;
+    mark.offset = offset;
+    if (exit_code != -1) mark.exit_code = exit_code;
+    mark.text = text;
+    try {
+        t->session->shell_mark(mark);
+    } catch (const std::exception& e) {  // the session's failure, not the worker's
+        log_error("a shell mark could not be recorded", {{"UNIT", t->session->unit()}, {"ERROR", e.what()}});
+    }
     return true;
 }
 

@@ -11,7 +11,11 @@
 //    reply_timeout of its CPU time (screen_worker_process.h);
 //  - its answers to terminal queries are written to a session's terminal only when each is
 //    of a form a terminal sends (is_terminal_answer) and no controller with a terminal of
-//    its own is attached (that terminal answers instead: never both).
+//    its own is attached (that terminal answers instead: never both);
+//  - a shell's mark (MARK, shell_mark.h) is handed to its session only when each field is
+//    within its bound, its offset at most the log's end the worker was told of and not
+//    before the worker's previous mark of that session, and an Advanced of the session is
+//    owed (the worker sends a session's marks just before one).
 // A worker that dies or is killed is restarted after a backoff and rebuilds every screen
 // from the logs; sessions never wait for it, and no output is lost (the log is the
 // daemon's). While none runs, SNAPSHOT fails with INTERNAL.
@@ -116,6 +120,7 @@ class ScreenBroker final : public LogFollower {
         std::uint32_t number = 0;
         bool advance_in_flight = false;
         std::uint64_t notified_end = 0;
+        std::uint64_t last_mark = 0;  // the offset of the worker's last mark of this session
         int strikes = 0;  // times in a row the worker crashed or timed out on its output
         // CPU the worker spent on this session's output in attempts killed without a strike
         // (starved, not slow); it counts toward the next attempt's timeout.
@@ -159,6 +164,7 @@ class ScreenBroker final : public LogFollower {
     bool handle(std::uint8_t type, std::span<const std::uint8_t> body);
     bool handle_advanced(std::span<const std::uint8_t> body);
     bool handle_screen(std::span<const std::uint8_t> body);
+    bool handle_mark(std::span<const std::uint8_t> body);
     void owe_reply();
     void paid_reply();
     void strike(std::uint32_t number);

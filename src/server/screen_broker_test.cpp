@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "screen/worker_protocol.h"
 
 namespace ptyvisor::server {
 namespace {
@@ -31,7 +34,10 @@ public:
     [[nodiscard]] bool bulk() const override { return bulk_; }
     [[nodiscard]] bool controller_has_terminal() const override { return has_terminal_; }
     void answer_queries(std::span<const std::uint8_t> bytes) override { answers_.append(bytes.begin(), bytes.end()); }
-    void shell_mark(const ShellMark&) override {}
+<<<<<<< HEAD
+=======
+    void shell_mark(const ShellMark& mark) override { marks_.push_back(mark); }
+>>>>>>> h-marks
 
     void write(std::string_view text) {
         log_->append(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
@@ -42,6 +48,7 @@ public:
     protocol::WindowSize size_{24, 80};
     bool bulk_ = false, has_terminal_ = false;
     std::string answers_;
+    std::vector<ShellMark> marks_;
 };
 
 struct Snapshot {
@@ -213,6 +220,119 @@ TEST_F(ScreenBrokerTest, AMalformedOrLyingReplyKillsTheWorker) {
         ASSERT_TRUE(run_until([&] { return broker->worker_pid() != first; }));
         EXPECT_EQ(::kill(first, 0), -1);  // killed and reaped
     }
+}
+
+TEST_F(ScreenBrokerTest, MarksReachTheSessionInOrderAndAgainFromARestartedWorker) {
+    auto broker = make_broker();
+    broker->start();
+    FakeSession session("shell");
+    session.write("\x1b]7;file://host/srv\x07");  // replayed at Open: 20 bytes
+    broker->log_opened(session);
+    session.write("\x1b]133;A\x07$ \x1b]133;B\x07x\r\n\x1b]133;C;cmdline_url=x\x07out\r\n");
+    const std::uint64_t end_start = session.log().end();
+    session.write("\x1b]133;D;3\x07");
+    broker->log_changed(session);
+    ASSERT_TRUE(run_until([&] { return session.marks_.size() == 5; }));
+    using Kind = ShellMark::Kind;
+    const std::vector<std::pair<Kind, std::uint64_t>> expected = {
+        {Kind::Cwd, 20}, {Kind::Prompt, 28}, {Kind::CommandInput, 38}, {Kind::OutputStart, 63}, {Kind::CommandEnd, end_start}};
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_EQ(session.marks_[i].kind, expected[i].first) << i;
+        EXPECT_EQ(session.marks_[i].offset, expected[i].second) << i;
+    }
+    EXPECT_EQ(session.marks_[0].text, "/srv");
+    EXPECT_EQ(session.marks_[3].text, "x");
+    EXPECT_EQ(session.marks_[4].exit_code, 3);
+    EXPECT_FALSE(session.marks_[1].exit_code);
+    // A new worker replays the log, and with it the marks: the session is told them again.
+    const pid_t first = broker->worker_pid();
+    ASSERT_EQ(::kill(first, SIGKILL), 0);
+    ASSERT_TRUE(run_until([&] { return session.marks_.size() == 10; }));
+    EXPECT_NE(broker->worker_pid(), first);
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        EXPECT_EQ(session.marks_[5 + i].kind, expected[i].first) << i;
+        EXPECT_EQ(session.marks_[5 + i].offset, expected[i].second) << i;
+    }
+    broker->log_closed(session);
+}
+
+// A message as printf(1) escapes.
+std::string printf_escaped(const std::vector<std::uint8_t>& bytes) {
+    std::string escaped;
+    for (const std::uint8_t b : bytes) {
+        char octal[8];
+        std::snprintf(octal, sizeof octal, "\\%03o", b);
+        escaped += octal;
+    }
+    return escaped;
+}
+
+// A Mark message as a worker writes it, as printf(1) escapes.
+std::string mark_message(std::uint32_t session, std::uint8_t kind, std::uint64_t offset, std::int32_t exit_code,
+                         std::string_view text) {
+    return printf_escaped(screen::Writer(screen::MessageType::Mark).put(session).put(kind).put(offset).put(exit_code)
+                              .put_bytes(text).finish());
+}
+
+TEST_F(ScreenBrokerTest, AMalformedMarkKillsTheWorker) {
+    const std::string valid = mark_message(1, 1, 2, -1, "");
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"kind 0", mark_message(1, 0, 3, -1, "")},
+        {"kind 6", mark_message(1, 6, 3, -1, "")},
+        {"text too long", mark_message(1, 5, 3, -1, "/" + std::string(ShellMark::kMaxText, 'a'))},
+        {"text not UTF-8", mark_message(1, 5, 3, -1, "/\xff")},
+        {"text on a prompt", mark_message(1, 1, 3, -1, "x")},
+        {"exit code 256", mark_message(1, 4, 3, 256, "")},
+        {"exit code on a prompt", mark_message(1, 1, 3, 0, "")},
+        {"offset past the log's end", mark_message(1, 1, 11, -1, "")},
+        {"offset before the last mark's", mark_message(1, 1, 1, -1, "")},
+        {"unknown session", mark_message(7, 1, 3, -1, "")},
+        {"no exit code", printf_escaped(screen::Writer(screen::MessageType::Mark).put(std::uint32_t{1})
+                                            .put(std::uint8_t{1}).put(std::uint64_t{3}).finish())},
+    };
+    for (const auto& [why, message] : bad) {
+        SCOPED_TRACE(why);
+        // The first mark is valid: it reaches the session; the second kills the worker.
+        auto broker = make_broker(fake_worker("printf '" + valid + message + "' >&3\nexec cat <&3 >/dev/null"));
+        broker->start();
+        FakeSession session("s");
+        session.write("0123456789");  // the log's end, as the worker is told at Open
+        broker->log_opened(session);
+        const pid_t first = broker->worker_pid();
+        ASSERT_GT(first, 0);
+        ASSERT_TRUE(run_until([&] { return broker->worker_pid() != first; }));
+        EXPECT_EQ(::kill(first, 0), -1);  // killed and reaped
+        ASSERT_FALSE(session.marks_.empty());
+        for (const ShellMark& m : session.marks_) {
+            EXPECT_EQ(m.kind, ShellMark::Kind::Prompt);
+            EXPECT_EQ(m.offset, 2u);
+        }
+        broker->log_closed(session);
+    }
+}
+
+TEST_F(ScreenBrokerTest, MarksOfASessionClosedWhileTheyWereOwedAreDropped) {
+    // The worker sends the closed session's mark and Advanced (owed: the Open was in flight),
+    // then the next session's mark, which arrives only if the first two did not kill it.
+    const std::string closed_reply = mark_message(1, 1, 0, -1, "") +
+                                     printf_escaped(screen::Writer(screen::MessageType::Advanced)
+                                                        .put(std::uint32_t{1})
+                                                        .put(std::uint64_t{0})
+                                                        .finish());
+    auto broker = make_broker(
+        fake_worker("printf '" + closed_reply + mark_message(2, 2, 0, -1, "") + "' >&3\nexec cat <&3 >/dev/null"));
+    broker->start();
+    const pid_t first = broker->worker_pid();
+    ASSERT_GT(first, 0);
+    FakeSession closed("closed"), open("open");
+    broker->log_opened(closed);
+    broker->log_closed(closed);
+    broker->log_opened(open);
+    ASSERT_TRUE(run_until([&] { return !open.marks_.empty(); }));
+    EXPECT_EQ(open.marks_[0].kind, ShellMark::Kind::CommandInput);
+    EXPECT_TRUE(closed.marks_.empty());
+    EXPECT_EQ(broker->worker_pid(), first);
+    broker->log_closed(open);
 }
 
 TEST_F(ScreenBrokerTest, ASessionWhoseOutputCostsTheReplyTimeoutLosesItsScreen) {

@@ -28,7 +28,9 @@ public:
     [[nodiscard]] virtual bool controller_has_terminal() const = 0;
     // The screen's answers to the program's queries, written to its terminal as input.
     virtual void answer_queries(std::span<const std::uint8_t> bytes) = 0;
-    // A mark of the shell's (OSC 133, OSC 7), found by the worker and checked by the broker.
+    // A shell's mark in the output, its fields checked against their bounds (shell_mark.h).
+    // Marks come in offset order from one worker; a restarted worker replays the log, and
+    // with it marks already given: those at offsets seen before are the same marks.
     virtual void shell_mark(const ShellMark& mark) = 0;
 
 protected:
