@@ -257,11 +257,11 @@ test("output read in small pieces comes out whole: no sequence or character is c
   assert.equal(w.exit.code, 0);
   const expected = Array.from({ length: lines }, (_, i) => `line ${i} caf\u00e9 \u20ac \u{1F600}\n`).join("");
 
-  // Stripped, continuing where each read stopped; 1000 bytes cut lines everywhere.
+  // Stripped, paging through the whole log in order (`to`), continuing where each read stopped.
   let text = "";
   let reads = 0;
   for (let more = true; more; reads++) {
-    const r = await tool(client, "terminal_read", { id, max_bytes: 1000 });
+    const r = await tool(client, "terminal_read", { id, max_bytes: 1000, to: w.offset });
     assert.equal(r.dropped_bytes, 0);
     text += r.text;
     more = r.more;
@@ -272,7 +272,7 @@ test("output read in small pieces comes out whole: no sequence or character is c
   // Raw, from explicit offsets: the escape sequences stay, characters are never split.
   let raw = "";
   for (let offset = 0, more = true; more; ) {
-    const r = await tool(client, "terminal_read", { id, offset, max_bytes: 777, strip_ansi: false });
+    const r = await tool(client, "terminal_read", { id, offset, to: w.offset, max_bytes: 777, strip_ansi: false });
     assert.equal(r.offset, offset);
     raw += r.text;
     offset = r.next_offset;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "common/utf8.h"
@@ -56,14 +57,20 @@ std::string marker_line(std::uint64_t text_bytes, std::uint64_t from, std::uint6
 
 // Fits segments into the budget: the first up to 40% of it (the head) are kept as they come;
 // the rest pass through the tail, which lets go of its oldest while it holds more than what
-// the head left. What was let go is one range of the log, between head and tail.
+// the head left. What was let go is one range of the log, between head and tail. In order,
+// the head has all of the budget and the first segment that does not fit stops it.
 class Condenser::Budget {
   public:
-    explicit Budget(std::size_t budget) : budget_(budget), head_budget_(budget / 5 * 2) {}
+    Budget(std::size_t budget, bool in_order)
+        : budget_(budget), head_budget_(in_order ? budget : budget / 5 * 2), in_order_(in_order) {}
 
     void add(Segment segment) {
-        if (segment.text.empty()) return;
-        if (budget_ == 0 || (head_open_ && head_bytes_ + segment.text.size() <= head_budget_)) {
+        if (segment.text.empty() || stopped_at_) return;
+        if (in_order_ && budget_ != 0 && !head_.empty() && head_bytes_ + segment.text.size() > budget_) {
+            stopped_at_ = segment.start;
+            return;
+        }
+        if (budget_ == 0 || in_order_ || (head_open_ && head_bytes_ + segment.text.size() <= head_budget_)) {
             head_bytes_ += segment.text.size();
             head_.push_back(std::move(segment));
             return;
@@ -104,6 +111,9 @@ class Condenser::Budget {
         return out;
     }
 
+    // In order: where the first segment that did not fit begins.
+    [[nodiscard]] std::optional<std::uint64_t> stopped_at() const { return stopped_at_; }
+
   private:
     void drop_tail_front() {
         const Segment& s = tail_.front();
@@ -116,6 +126,8 @@ class Condenser::Budget {
 
     std::size_t budget_;
     std::size_t head_budget_;
+    bool in_order_;
+    std::optional<std::uint64_t> stopped_at_;
     std::vector<Segment> head_;
     std::size_t head_bytes_ = 0;
     bool head_open_ = true;
@@ -132,9 +144,9 @@ class Condenser::Lines {
     // Parses `bytes`, which begin at log offset `base` in `state`; the bytes consumed (the
     // rest is held back, to come again in front of the next piece).
     virtual std::size_t parse(std::string_view bytes, std::uint64_t base, ParseState& state, bool final) = 0;
-    // Hands every line left to the budget; the log offset the text accounts for up to, given
-    // that everything before `parsed_to` was parsed.
-    virtual std::uint64_t flush(bool final, std::uint64_t parsed_to) = 0;
+    // Hands every line left to the budget, but what `ending` holds back; the log offset the
+    // text accounts for up to, given that everything before `parsed_to` was parsed.
+    virtual std::uint64_t flush(Ending ending, std::uint64_t parsed_to) = 0;
 };
 
 namespace {
@@ -142,7 +154,9 @@ namespace {
 // The lines the terminal shows: the last kLiveRows of them editable, as the cursor moves.
 class ShownLines final : public Condenser::Lines, private TerminalEvents {
   public:
-    ShownLines(std::uint64_t start, Condenser::Budget& budget) : budget_(budget) { rows_.push_back({{}, start}); }
+    ShownLines(std::uint64_t start, std::size_t width, Condenser::Budget& budget) : budget_(budget), width_(width) {
+        rows_.push_back({{}, start});
+    }
 
     std::size_t parse(std::string_view bytes, std::uint64_t base, ParseState& state, bool final) override {
         base_ = base;
@@ -151,8 +165,9 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
         return parsed.consumed;
     }
 
-    std::uint64_t flush(bool, std::uint64_t parsed_to) override {
+    std::uint64_t flush(Ending ending, std::uint64_t parsed_to) override {
         while (rows_.size() > 1) commit_first(true);
+        if (ending == Ending::Cut && committed_ > 0) return rows_.front().start;  // the next read has it whole
         std::string last = row_text(rows_.front());
         if (!last.empty()) budget_.add({std::move(last), rows_.front().start});
         rows_.clear();
@@ -166,7 +181,7 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
     };
 
     void character(std::string_view utf8, std::size_t at) override {
-        if (col_ >= kMaxColumns) line_feed(base_ + at);  // wraps
+        if (col_ >= width_) line_feed(base_ + at);  // wraps
         const char32_t c = utf8::next(utf8).code_point;
         auto& cells = rows_[row_].cells;
         if (col_ < cells.size()) {
@@ -190,7 +205,7 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
                 if (col_ > 0) --col_;
                 break;
             case '\t':
-                col_ = std::min((col_ / 8 + 1) * 8, kMaxColumns);
+                col_ = std::min((col_ / 8 + 1) * 8, width_);
                 break;
             default:
                 break;  // BEL, shift-in/out...: nothing shows
@@ -230,13 +245,13 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
                 col_ = 0;
                 break;
             case 'C':
-                col_ = std::min(col_ + n, kMaxColumns);
+                col_ = std::min(col_ + n, width_);
                 break;
             case 'D':
                 col_ -= std::min(n, col_);
                 break;
             case 'G':
-                col_ = n - 1;
+                col_ = std::min(n - 1, width_);
                 break;
             case 's':
                 if (parameters.empty()) save();
@@ -300,6 +315,7 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
     }
 
     Condenser::Budget& budget_;
+    std::size_t width_;
     std::deque<Row> rows_;  // never empty until flush()
     std::size_t row_ = 0;   // the cursor, in rows_
     std::size_t col_ = 0;
@@ -309,30 +325,32 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
     std::uint64_t base_ = 0;  // the log offset of the chunk being parsed
 };
 
-// The bytes as they are, in lines ended by "\n" (or cut at kMaxColumns bytes).
+// The bytes as they are, in lines ended by "\n" (or cut at `width` bytes, 4 at least).
 class RawLines final : public Condenser::Lines {
   public:
-    RawLines(std::uint64_t start, Condenser::Budget& budget) : budget_(budget), start_(start) {}
+    RawLines(std::uint64_t start, std::size_t width, Condenser::Budget& budget)
+        : budget_(budget), width_(std::max<std::size_t>(width, 4)), first_start_(start), start_(start) {}
 
     std::size_t parse(std::string_view bytes, std::uint64_t, ParseState&, bool) override {
         const std::size_t size = bytes.size();
         while (!bytes.empty()) {
             const auto newline = bytes.find('\n');
             const std::size_t take = std::min(newline == std::string_view::npos ? bytes.size() : newline + 1,
-                                              kMaxColumns - line_.size());
+                                              width_ - line_.size());
             line_.append(bytes.substr(0, take));
             bytes.remove_prefix(take);
             if (line_.back() == '\n') {
                 emit(line_.size());
-            } else if (line_.size() == kMaxColumns) {
+            } else if (line_.size() == width_) {
                 emit(before_last_character());
             }
         }
         return size;  // all taken: a character split at the end waits in line_
     }
 
-    std::uint64_t flush(bool final, std::uint64_t) override {
-        TerminalText last = raw_terminal_output(line_, final);
+    std::uint64_t flush(Ending ending, std::uint64_t) override {
+        if (ending == Ending::Cut && start_ > first_start_) return start_;  // the next read has it whole
+        TerminalText last = raw_terminal_output(line_, ending == Ending::Final);
         budget_.add({std::move(last.text), start_});
         return start_ + last.consumed;
     }
@@ -355,21 +373,28 @@ class RawLines final : public Condenser::Lines {
     }
 
     Condenser::Budget& budget_;
+    std::size_t width_;
     std::string line_;
+    std::uint64_t first_start_;
     std::uint64_t start_;  // the log offset of line_[0]
 };
 
 }  // namespace
 
+std::size_t line_width(const CondenseOptions& options) {
+    if (!options.in_order || options.budget == 0) return kMaxColumns;
+    return std::clamp<std::size_t>(options.budget / 4, 1, kMaxColumns);
+}
+
 Condenser::Condenser(std::uint64_t raw_offset, const CondenseOptions& options)
     : options_(options),
       next_offset_(raw_offset),
       state_(options.state),
-      budget_(std::make_unique<Budget>(options.budget)) {
+      budget_(std::make_unique<Budget>(options.budget, options.in_order)) {
     if (options.keep_escapes)
-        lines_ = std::make_unique<RawLines>(raw_offset, *budget_);
+        lines_ = std::make_unique<RawLines>(raw_offset, line_width(options), *budget_);
     else
-        lines_ = std::make_unique<ShownLines>(raw_offset, *budget_);
+        lines_ = std::make_unique<ShownLines>(raw_offset, line_width(options), *budget_);
 }
 
 Condenser::~Condenser() = default;
@@ -393,13 +418,18 @@ void Condenser::feed(std::string_view piece) {
     held_.assign(bytes.substr(consumed));
 }
 
-CondensedOutput Condenser::finish(bool final) {
-    if (final && !held_.empty()) {
-        next_offset_ += lines_->parse(held_, next_offset_, state_, true);
+CondensedOutput Condenser::finish(Ending ending) {
+    if (ending == Ending::Final) {
+        if (!held_.empty()) next_offset_ += lines_->parse(held_, next_offset_, state_, true);
         held_.clear();
+        state_ = ParseState::Ground;
     }
-    if (final) state_ = ParseState::Ground;
-    const std::uint64_t consumed_to = lines_->flush(final, next_offset_);
+    std::uint64_t consumed_to = lines_->flush(ending, next_offset_);
+    if (consumed_to != next_offset_) state_ = ParseState::Ground;  // at a line's start
+    if (const auto stopped = budget_->stopped_at(); stopped && *stopped < consumed_to) {
+        consumed_to = *stopped;
+        state_ = ParseState::Ground;
+    }
     CondensedOutput out = budget_->finish(consumed_to);
     out.consumed_to = consumed_to;
     out.state = state_;
@@ -409,7 +439,7 @@ CondensedOutput Condenser::finish(bool final) {
 CondensedOutput condense(std::string_view raw, std::uint64_t raw_offset, const CondenseOptions& options) {
     Condenser condenser(raw_offset, options);
     condenser.feed(raw);
-    return condenser.finish(true);
+    return condenser.finish(Ending::Final);
 }
 
 }  // namespace ptyvisor::cli::mcp

@@ -20,14 +20,16 @@
 // marker alone is longer). The marker says how many bytes of text, and of the log, were left
 // out, and the log offsets to read them from. Offsets map back through each line's start in
 // the log (the byte after the newline that began it); a line redrawn from below keeps the
-// start it had.
+// start it had. With `in_order` nothing is left out: the result is the first lines that fit,
+// and consumed_to is where the first line that did not fit begins (lines wrap at a quarter
+// of the budget, so that one always fits).
 //
 // Memory: the lines that fit the budget, plus kLiveRows lines of at most kMaxColumns
 // characters, plus a held-back escape sequence (at most kMaxHeldBack): never the whole log.
 //
 // Invariants: `text` is valid UTF-8; when truncated, raw_offset <= omitted_from <=
 // omitted_to <= consumed_to, else all three omitted_ fields are 0; consumed_to is the end of
-// what was fed unless a split character or sequence was held back (not `final`).
+// what was fed unless finish()'s Ending held something back.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +45,7 @@ namespace ptyvisor::cli::mcp {
 struct CondenseOptions {
     std::size_t budget = 16 * 1024;  // most bytes of text; 0: no limit
     bool keep_escapes = false;       // the bytes as they are: only the budget applies
+    bool in_order = false;           // a page: the first lines that fit, none left out
     // The parser's state at the first byte (Ground unless a read stopped inside a long string).
     ParseState state = ParseState::Ground;
 };
@@ -57,10 +60,20 @@ struct CondensedOutput {
     ParseState state = ParseState::Ground;  // the parser's state at consumed_to
 };
 
+// How the bytes fed so far end.
+enum class Ending {
+    Final,   // nothing will ever follow (the session has exited, this is its log's end)
+    ForNow,  // more may come later: a sequence or character split at the end is held back
+    Cut,     // more follows already (the range was cut short): the unfinished last line is
+             // held back too, unless it is the only one, for the next read to have it whole
+};
+
 // The lines that can still be redrawn by moving the cursor up.
 inline constexpr std::size_t kLiveRows = 32;
 // The widest line; a longer one wraps.
 inline constexpr std::size_t kMaxColumns = 16 * 1024;
+// The characters of a line: with `in_order`, at most what a quarter of the budget holds.
+std::size_t line_width(const CondenseOptions& options);
 
 // The condensed text of a stream fed in pieces. The pieces follow each other in the log
 // from `raw_offset`; each may be cut anywhere.
@@ -78,10 +91,11 @@ class Condenser {
 
     // The bytes that follow the last piece.
     void feed(std::string_view piece);
-    // The result. `final`: no byte will ever follow (the session has exited and this is the
-    // end of its log), so nothing is held back; else a sequence or character cut at the end
-    // is left out of the text, and consumed_to stops before it.
-    CondensedOutput finish(bool final);
+    // The result, once; what is held back (see Ending) is left out of the text, and
+    // consumed_to stops before it.
+    CondensedOutput finish(Ending ending);
+    // The log offset parsed up to: less than fed when a split sequence waits for more.
+    [[nodiscard]] std::uint64_t parsed_to() const { return next_offset_; }
 
   private:
     CondenseOptions options_;
@@ -92,7 +106,7 @@ class Condenser {
     std::unique_ptr<Lines> lines_;
 };
 
-// `raw`, the log from `raw_offset`, condensed whole (final: nothing is held back).
+// `raw`, the log from `raw_offset`, condensed whole (Ending::Final: nothing is held back).
 CondensedOutput condense(std::string_view raw, std::uint64_t raw_offset, const CondenseOptions& options);
 
 }  // namespace ptyvisor::cli::mcp

@@ -146,17 +146,17 @@ TEST(CondensedOutput, PiecesCutAnywhereGiveTheSameResult) {
         Condenser condenser(7, {.budget = 0});
         condenser.feed(std::string_view(kNoisy).substr(0, cut));
         condenser.feed(std::string_view(kNoisy).substr(cut));
-        EXPECT_EQ(condenser.finish(true).text, whole.text) << "cut at " << cut;
+        EXPECT_EQ(condenser.finish(Ending::Final).text, whole.text) << "cut at " << cut;
     }
     Condenser bytewise(7, {.budget = 0});
     for (const char c : kNoisy) bytewise.feed(std::string_view(&c, 1));
-    EXPECT_EQ(bytewise.finish(true).text, whole.text);
+    EXPECT_EQ(bytewise.finish(Ending::Final).text, whole.text);
 }
 
 TEST(CondensedOutput, NotFinalASplitSequenceIsHeldBack) {
     Condenser condenser(100, {});
     condenser.feed("abc\x1b[3");
-    const auto out = condenser.finish(false);
+    const auto out = condenser.finish(Ending::ForNow);
     EXPECT_EQ(out.text, "abc");
     EXPECT_EQ(out.consumed_to, 103u);
     EXPECT_EQ(condense("abc\xe2\x82", 0, {}).text, "abc\xEF\xBF\xBD");  // final: nothing held
@@ -177,7 +177,7 @@ TEST(CondensedOutput, KeepingEscapesOnlyTheBudgetApplies) {
 
     Condenser split(0, {.keep_escapes = true});
     split.feed("a\xe2\x82");
-    const auto held = split.finish(false);
+    const auto held = split.finish(Ending::ForNow);
     EXPECT_EQ(held.text, "a");
     EXPECT_EQ(held.consumed_to, 1u);
     EXPECT_TRUE(utf8::is_valid(condense(std::string(kMaxColumns - 1, 'x') + "\xe2\x82\xac!", 0,
@@ -185,11 +185,57 @@ TEST(CondensedOutput, KeepingEscapesOnlyTheBudgetApplies) {
                                    .text));
 }
 
+TEST(CondensedOutput, ACutRangeHoldsBackItsUnfinishedLastLine) {
+    Condenser condenser(10, {});
+    condenser.feed("one\ntwo\n50%\r6");
+    const auto out = condenser.finish(Ending::Cut);
+    EXPECT_EQ(out.text, "one\ntwo\n");
+    EXPECT_EQ(out.consumed_to, 18u);
+    Condenser alone(10, {});
+    alone.feed("50%\r6");
+    EXPECT_EQ(alone.finish(Ending::Cut).text, "60%");  // the only line: it is all there is to show
+    Condenser raw(10, {.keep_escapes = true});
+    raw.feed("one\n50%\r6");
+    const auto kept = raw.finish(Ending::Cut);
+    EXPECT_EQ(kept.text, "one\n");
+    EXPECT_EQ(kept.consumed_to, 14u);
+}
+
+// Paging through a range in order, each page from where the last stopped, gives it all.
+TEST(CondensedOutput, InOrderPagesGiveTheWholeText) {
+    const std::string raw = numbered_lines(300) + std::string(3000, 'z') + "\n";
+    for (const bool keep_escapes : {false, true}) {
+        const CondenseOptions options{.budget = 1000, .keep_escapes = keep_escapes, .in_order = true};
+        std::string all;
+        int pages = 0;
+        for (std::uint64_t at = 0; at < raw.size(); ++pages) {
+            const auto page = condense(std::string_view(raw).substr(at), at, options);
+            EXPECT_FALSE(page.truncated);
+            EXPECT_LE(page.text.size(), 1000u);
+            ASSERT_GT(page.consumed_to, at);
+            all += page.text;
+            at = page.consumed_to;
+        }
+        EXPECT_GT(pages, 5);
+        const std::string whole = condense(raw, 0, {.budget = 0, .keep_escapes = keep_escapes}).text;
+        if (keep_escapes) {
+            EXPECT_EQ(all, whole);
+        } else {
+            // The 3000 z's wrap at a quarter of the budget: the pages have newlines more there.
+            std::string unwrapped = all, expected = whole;
+            std::erase(unwrapped, '\n');
+            std::erase(expected, '\n');
+            EXPECT_EQ(unwrapped, expected);
+            EXPECT_NE(all.find(std::string(250, 'z') + "\n" + std::string(250, 'z')), std::string::npos);
+        }
+    }
+}
+
 TEST(CondensedOutput, TheTextIsBoundedByTheBudgetHoweverLongTheLog) {
     Condenser condenser(0, {.budget = 4096});
     const std::string block = numbered_lines(1000);
     for (int i = 0; i < 200; ++i) condenser.feed(block);
-    const auto out = condenser.finish(true);
+    const auto out = condenser.finish(Ending::Final);
     EXPECT_LE(out.text.size(), 4096u);
     EXPECT_EQ(out.consumed_to, 200 * block.size());
     EXPECT_GT(out.omitted_to, out.omitted_from);
