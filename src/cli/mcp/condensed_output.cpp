@@ -181,6 +181,7 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
     };
 
     void character(std::string_view utf8, std::size_t at) override {
+        if (away_) return;
         if (col_ >= width_) line_feed(base_ + at);  // wraps
         const char32_t c = utf8::next(utf8).code_point;
         auto& cells = rows_[row_].cells;
@@ -194,6 +195,8 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
     }
 
     bool control(char c, std::size_t at) override {
+        if (away_ && c != '\n') return true;
+        away_ = false;
         switch (c) {
             case '\n':
                 line_feed(base_ + at + 1);
@@ -215,6 +218,7 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
 
     void csi(std::string_view parameters, char final_byte, std::size_t) override {
         if (!parameters.empty() && (parameters[0] < '0' || parameters[0] > ';')) return;  // private (ESC[?25l...)
+        if (away_ && final_byte != 'u') return;
         auto& cells = rows_[row_].cells;
         const std::size_t n = first_parameter(parameters, 1);
         const std::size_t mode = first_parameter(parameters, 0);
@@ -259,14 +263,22 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
             case 'u':
                 if (parameters.empty()) restore();
                 break;
+            case 'H':
+            case 'f':
+            case 'd':
+                // An absolute position between a save and its restore draws a status line
+                // elsewhere on the screen (apt's progress bar): not part of the stream.
+                away_ = save_pending_;
+                break;
             default:
                 break;  // colours, modes, scroll regions, absolute positions
         }
     }
 
     void escape(char byte, std::size_t at) override {
-        if (byte == '7') save();
         if (byte == '8') restore();
+        if (away_) return;
+        if (byte == '7') save();
         if (byte == 'M') up(1);  // reverse index
         if (byte == 'E') line_feed(base_ + at + 2);  // next line
     }
@@ -291,8 +303,11 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
     void save() {
         saved_row_ = committed_ + row_;
         saved_col_ = col_;
+        save_pending_ = true;
     }
     void restore() {
+        away_ = false;
+        save_pending_ = false;
         row_ = saved_row_ < committed_ ? 0 : std::min<std::uint64_t>(saved_row_ - committed_, rows_.size() - 1);
         col_ = saved_col_;
     }
@@ -322,6 +337,8 @@ class ShownLines final : public Condenser::Lines, private TerminalEvents {
     std::uint64_t committed_ = 0;  // rows handed to the budget
     std::uint64_t saved_row_ = 0;  // counted from the first row ever (committed_ + row_)
     std::size_t saved_col_ = 0;
+    bool save_pending_ = false;  // saved, not restored yet
+    bool away_ = false;          // drawing elsewhere until the restore (or a newline)
     std::uint64_t base_ = 0;  // the log offset of the chunk being parsed
 };
 

@@ -10,7 +10,9 @@
 // up (a redrawn progress block), ESC[nB / ESC[nE down, ESC[nC / ESC[nD / ESC[nG sideways,
 // ESC 7 / ESC 8 save and restore, ESC[J erases below. Only the last kLiveRows lines can be
 // reached so; older ones are final. Positioning by absolute row (ESC[H) and clearing the
-// screen are ignored: a full-screen program reads better through terminal_screen. A line
+// screen are ignored: a full-screen program reads better through terminal_screen. But what
+// is drawn at an absolute position between a save and its restore (apt's progress bar on
+// the bottom row) is left out: it is not in the stream of lines. A line
 // longer than kMaxColumns wraps, as on a terminal that wide. Trailing blanks are trimmed.
 // With keep_escapes the bytes stay as they are (invalid UTF-8 made U+FFFD) and only "\n"
 // ends a line.

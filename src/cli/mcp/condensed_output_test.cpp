@@ -41,6 +41,22 @@ TEST(CondensedOutput, ColoursAndOtherSequencesAreRemoved) {
               "b\n");
 }
 
+// The sequences of recorded output (bench/condense/measure.py), shortened.
+TEST(CondensedOutput, RecordedProgressCollapses) {
+    // npm's spinner: a braille frame, then back to column 1 and erase.
+    EXPECT_EQ(shown("\xe2\xa0\x99\x1b[1G\x1b[0K\xe2\xa0\xb9\x1b[1G\x1b[0K\r\nadded 68 packages in 2s\r\n"
+                    "\xe2\xa0\x8f\x1b[1G\x1b[0K"),
+              "\nadded 68 packages in 2s\n");
+    // curl -#: the bar redrawn after "\r", each frame as long as the last.
+    EXPECT_EQ(shown("\r####      6.7%\r#######   9.8%\r########## 100.0%\r\n"), "########## 100.0%\n");
+    // dd status=progress: each frame shorter or longer than the last, then the summary.
+    EXPECT_EQ(shown("\r16834560 bytes copied, 1 s\r33619968 bytes copied, 2 s\r\n713+10323 records in\r\n"),
+              "33619968 bytes copied, 2 s\n713+10323 records in\n");
+    // apt-get: "Reading package lists... 0%" redrawn, then Done over it.
+    EXPECT_EQ(shown("Reading package lists... 0%\rReading package lists... 100%\rReading package lists... Done\r\n"),
+              "Reading package lists... Done\n");
+}
+
 // npm and docker redraw a block of progress lines: up N lines, rewrite each.
 TEST(CondensedOutput, ARedrawnBlockOfLinesShowsItsLastState) {
     EXPECT_EQ(shown("start\nprogress 1\n\x1b[1Aprogress 2\n\x1b[1Aprogress 3\ndone\n"), "start\nprogress 3\ndone\n");
@@ -54,6 +70,14 @@ TEST(CondensedOutput, ARedrawnBlockOfLinesShowsItsLastState) {
 TEST(CondensedOutput, SaveAndRestoreTheCursor) {
     EXPECT_EQ(shown("Progress: \x1b" "7...\n\x1b" "850%\n"), "Progress: 50%\n");
     EXPECT_EQ(shown("a\x1b[sbc\x1b[uX\n"), "aXc\n");
+}
+
+// apt's progress bar: saved cursor, the bottom row, the bar, restored cursor.
+TEST(CondensedOutput, AStatusLineDrawnElsewhereIsLeftOut) {
+    const std::string bar = "\x1b" "7\x1b[50;0f\x1b[42mProgress: [ 20%]\x1b[49m [###....] \x1b" "8";
+    EXPECT_EQ(shown("Unpacking x ...\r\n" + bar + "Setting up x ...\r\n" + bar + "\x1b[Jdone\r\n"),
+              "Unpacking x ...\nSetting up x ...\ndone\n");
+    EXPECT_EQ(shown("\x1b[H\x1b[2Jtop\n"), "top\n");  // with nothing saved, still ignored
 }
 
 TEST(CondensedOutput, OnlyTheLastLiveRowsCanBeRedrawn) {
