@@ -12,22 +12,23 @@
 // reached so; older ones are final. Positioning by absolute row (ESC[H) and clearing the
 // screen are ignored: a full-screen program reads better through terminal_screen. But what
 // is drawn at an absolute position between a save and its restore (apt's progress bar on
-// the bottom row) is left out: it is not in the stream of lines. A line
-// longer than kMaxColumns wraps, as on a terminal that wide. Trailing blanks are trimmed.
+// the bottom row) is left out: it is not in the stream of lines. A line longer than
+// kMaxColumns wraps, as on a terminal that wide. Trailing blanks are trimmed.
 // With keep_escapes the bytes stay as they are (invalid UTF-8 made U+FFFD) and only "\n"
 // ends a line.
 //
 // The budget: when the text is longer, the result is its first lines (up to 40% of the
 // budget), one marker line, and its last lines, the whole at most `budget` bytes (unless the
 // marker alone is longer). The marker says how many bytes of text, and of the log, were left
-// out, and the log offsets to read them from. Offsets map back through each line's start in
+// out, and the log offsets to read them from ("read them with terminal_read offset=F to=T"). Offsets map back through each line's start in
 // the log (the byte after the newline that began it); a line redrawn from below keeps the
 // start it had. With `in_order` nothing is left out: the result is the first lines that fit,
 // and consumed_to is where the first line that did not fit begins (lines wrap at a quarter
 // of the budget, so that one always fits).
 //
 // Memory: the lines that fit the budget, plus kLiveRows lines of at most kMaxColumns
-// characters, plus a held-back escape sequence (at most kMaxHeldBack): never the whole log.
+// characters, plus a held-back escape sequence (at most kMaxHeldBack): never the whole log
+// (with budget 0, the whole text).
 //
 // Invariants: `text` is valid UTF-8; when truncated, raw_offset <= omitted_from <=
 // omitted_to <= consumed_to, else all three omitted_ fields are 0; consumed_to is the end of
