@@ -257,22 +257,23 @@ test("output read in small pieces comes out whole: no sequence or character is c
   assert.equal(w.exit.code, 0);
   const expected = Array.from({ length: lines }, (_, i) => `line ${i} caf\u00e9 \u20ac \u{1F600}\n`).join("");
 
-  // Stripped, continuing where each read stopped; 1000 bytes cut lines everywhere.
+  // Stripped, paging through the whole log in order (`to`), continuing where each read stopped.
   let text = "";
   let reads = 0;
   for (let more = true; more; reads++) {
-    const r = await tool(client, "terminal_read", { id, max_bytes: 1000 });
+    const r = await tool(client, "terminal_read", { id, max_bytes: 1000, to: w.offset });
     assert.equal(r.dropped_bytes, 0);
     text += r.text;
     more = r.more;
   }
-  assert.ok(reads > 40, `${reads} reads`);
+  // Pages of at most 1000 bytes of text, each ending at a line's end.
+  assert.ok(reads >= Math.ceil(Buffer.byteLength(expected) / 1000), `${reads} reads`);
   assert.equal(text, expected);
 
   // Raw, from explicit offsets: the escape sequences stay, characters are never split.
   let raw = "";
   for (let offset = 0, more = true; more; ) {
-    const r = await tool(client, "terminal_read", { id, offset, max_bytes: 777, strip_ansi: false });
+    const r = await tool(client, "terminal_read", { id, offset, to: w.offset, max_bytes: 777, strip_ansi: false });
     assert.equal(r.offset, offset);
     raw += r.text;
     offset = r.next_offset;
@@ -280,6 +281,39 @@ test("output read in small pieces comes out whole: no sequence or character is c
   }
   assert.doesNotMatch(raw, /\uFFFD/);
   assert.equal(raw.replace(/\x1b\[[0-9;]*m/g, "").replace(/\r\n/g, "\n"), expected);
+});
+
+test("long noisy output: progress collapses, the middle is left out and can be paged through", async () => {
+  const program =
+    "import sys\n" +
+    "for p in range(101): sys.stdout.write(f'\\r\\x1b[Kbuilding {p}%'); sys.stdout.flush()\n" +
+    "print()\n" +
+    "for i in range(3000): print(f'test {i} ok')\n";
+  const id = await start({ argv: ["python3", "-c", program] });
+  const w = await tool(client, "terminal_wait", { id, timeout_ms: 20000 });
+  assert.equal(w.exit.code, 0);
+  const expected = "building 100%\n" + Array.from({ length: 3000 }, (_, i) => `test ${i} ok\n`).join("");
+
+  const r = await tool(client, "terminal_read", { id, max_bytes: 4096 });
+  assert.ok(r.text.length <= 4096, `${r.text.length} bytes`);
+  assert.equal(r.truncated, true);
+  assert.ok(r.text.startsWith("building 100%\ntest 0 ok\n"), r.text.slice(0, 100));
+  assert.ok(r.text.endsWith("test 2999 ok\n"));
+  assert.equal(r.next_offset, w.offset);
+  const marker = r.text.match(/^\[\.\.\. (\d+) bytes omitted .* offset=(\d+) to=(\d+) \.\.\.\]\n/m);
+  assert.ok(marker, r.text);
+  assert.deepEqual([Number(marker[1]), Number(marker[2]), Number(marker[3])], [r.omitted_bytes, r.omitted_from, r.omitted_to]);
+
+  let middle = "";
+  for (let offset = r.omitted_from, more = true; more; ) {
+    const page = await tool(client, "terminal_read", { id, offset, to: r.omitted_to, max_bytes: 4096 });
+    assert.equal(page.truncated, false);
+    middle += page.text;
+    offset = page.next_offset;
+    more = offset < r.omitted_to;
+  }
+  assert.equal(middle.length, r.omitted_bytes);
+  assert.equal(r.text.replace(marker[0], middle), expected);
 });
 
 test("6. the list shows every session, none left running", async () => {

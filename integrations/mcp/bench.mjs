@@ -41,16 +41,16 @@ for (let i = 0; i < ROUNDS; i++) {
 summary("terminal_write + terminal_wait for its echo", echo);
 await tool(client, "terminal_kill", { id: cat });
 
-// Read about 1 MB of coloured output (16384 lines of 61 bytes) in 64 KiB pieces, stripped.
+// Read about 1 MB of coloured output (16384 lines of 61 bytes) in order (`to`), 64 KiB pieces, stripped.
 const { id: big } = await tool(client, "terminal_start", {
   command: "python3 -c \"import sys\nfor i in range(16384): sys.stdout.write('\\x1b[32m' + 'x' * 50 + '\\x1b[0m\\n')\"",
 });
-await tool(client, "terminal_wait", { id: big, timeout_ms: 60000 });
+const { offset: end } = await tool(client, "terminal_wait", { id: big, timeout_ms: 60000 });
 let bytes = 0;
 const reads = [];
 for (let more = true; more; ) {
   let r;
-  reads.push(await timed(async () => (r = await tool(client, "terminal_read", { id: big, max_bytes: 65536 }))));
+  reads.push(await timed(async () => (r = await tool(client, "terminal_read", { id: big, max_bytes: 65536, to: end }))));
   bytes += r.next_offset - r.offset;
   more = r.more;
 }

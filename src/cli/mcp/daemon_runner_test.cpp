@@ -202,6 +202,68 @@ TEST_F(DaemonRunnerTest, ReadContinuesWhereTheLastReadStoppedAndHoldsBackASplitS
     EXPECT_EQ(next.value->from, (protocol::LogPosition{protocol::LogPosition::Kind::Offset, 4}));
 }
 
+// The log arrives in several OUTPUT frames; the text is what the terminal showed, in the budget.
+TEST_F(DaemonRunnerTest, ReadCondensesProgressAndLeavesOutTheMiddleOfLongOutput) {
+    std::string bytes = "npm \x1b[32minstall\x1b[0m\r\n";
+    for (int i = 0; i <= 100; ++i) bytes += "\r\x1b[K" + std::to_string(i) + "%";
+    bytes += "\r\n";
+    for (int i = 0; i < 2000; ++i) bytes += "added package-" + std::to_string(i) + "\r\n";
+    ReadArgs read;
+    read.id = kId;
+    read.max_bytes = 2000;
+    runner.start(1, read);
+    UniqueFd connection;
+    const auto request = daemon.accept_request(connection);
+    const auto asked = protocol::decode_read(
+        std::string_view(reinterpret_cast<const char*>(request.payload.data()), request.payload.size()));
+    ASSERT_TRUE(asked) << asked.error;
+    EXPECT_EQ(asked.value->max_bytes, kReadWindowBytes);
+    protocol::LogReply log{kId, 0, 0, bytes.size(), bytes.size(), protocol::State::Exited, std::nullopt};
+    FakeDaemon::reply(connection, FrameType::Log, protocol::encode(log));
+    for (std::size_t at = 0; at < bytes.size(); at += 1000)
+        FakeDaemon::reply(connection, FrameType::Output, std::string_view(bytes).substr(at, 1000));
+    connection.reset();
+    const auto r = result_of(1);
+    ASSERT_FALSE(r.is_error) << r.message;
+    const std::string text = r.structured.at("text");
+    EXPECT_LE(text.size(), 2000u);
+    EXPECT_EQ(text.rfind("npm install\n100%\nadded package-0\n", 0), 0u) << text;
+    EXPECT_EQ(text.substr(text.size() - 19), "added package-1999\n");
+    EXPECT_EQ(r.structured.at("truncated"), true);
+    const std::uint64_t from = r.structured.at("omitted_from"), to = r.structured.at("omitted_to");
+    EXPECT_NE(text.find("read them with terminal_read offset=" + std::to_string(from) + " to=" + std::to_string(to)),
+              std::string::npos);
+    EXPECT_EQ(bytes.substr(from, 15), "added package-4");  // lines start where the marker says
+    EXPECT_EQ(r.structured.at("next_offset"), bytes.size());
+    EXPECT_EQ(r.structured.at("more"), false);
+
+    // The range the marker gives, in order: a page of at most max_bytes, from its start.
+    read.offset = from;
+    read.to = to;
+    runner.start(2, read);
+    const auto again = daemon.accept_request(connection);
+    const auto page = protocol::decode_read(
+        std::string_view(reinterpret_cast<const char*>(again.payload.data()), again.payload.size()));
+    ASSERT_TRUE(page) << page.error;
+    EXPECT_EQ(page.value->from, (protocol::LogPosition{protocol::LogPosition::Kind::Offset, from}));
+    EXPECT_EQ(page.value->max_bytes, to - from);
+    const std::string range = bytes.substr(from, to - from);
+    protocol::LogReply part{kId, 0, from, range.size(), bytes.size(), protocol::State::Exited, std::nullopt};
+    FakeDaemon::reply(connection, FrameType::Log, protocol::encode(part));
+    FakeDaemon::reply(connection, FrameType::Output, range);
+    connection.reset();
+    const auto p = result_of(2);
+    ASSERT_FALSE(p.is_error) << p.message;
+    const std::string first = p.structured.at("text");
+    EXPECT_EQ(first.rfind("added package-4", 0), 0u) << first;
+    EXPECT_LE(first.size(), 2000u);
+    EXPECT_GT(first.size(), 1900u);
+    EXPECT_EQ(p.structured.at("truncated"), false);
+    EXPECT_EQ(p.structured.at("more"), true);
+    const std::uint64_t next = p.structured.at("next_offset");
+    EXPECT_EQ(bytes.substr(next, 14), "added package-");  // a page ends at a line's end
+}
+
 TEST_F(DaemonRunnerTest, NoDaemonIsAToolErrorAtOnce) {
     DaemonRunner nowhere("/nonexistent/ptyvisor.sock",
                          [this](std::uint64_t call, const ToolResult& r) { results.emplace(call, r); });

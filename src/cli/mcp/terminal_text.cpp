@@ -10,20 +10,21 @@ constexpr unsigned char kBel = 0x07;
 
 bool in(unsigned char c, unsigned char low, unsigned char high) { return c >= low && c <= high; }
 
-// Appends the character at bytes[at] (>= 0x80) and advances `at`. False when it is cut off
-// by the chunk's end and not `final`: `at` then stays on it.
-bool take_utf8(std::string_view bytes, std::size_t& at, bool final, std::string& text) {
+// Gives `emit` the character at bytes[at] (>= 0x80) and its index, and advances `at`. False
+// when it is cut off by the chunk's end and not `final`: `at` then stays on it.
+template <typename Emit>
+bool take_utf8(std::string_view bytes, std::size_t& at, bool final, Emit emit) {
     const utf8::Sequence s = utf8::next(bytes.substr(at));
     switch (s.kind) {
         case utf8::Sequence::Kind::Character:
-            text.append(bytes.substr(at, s.length));
+            emit(bytes.substr(at, s.length), at);
             break;
         case utf8::Sequence::Kind::IllFormed:  // one U+FFFD for its maximal subpart
-            text.append(utf8::kReplacement);
+            emit(utf8::kReplacement, at);
             break;
         case utf8::Sequence::Kind::Incomplete:
             if (!final) return false;
-            text.append(utf8::kReplacement);
+            emit(utf8::kReplacement, at);
             break;
     }
     at += s.length;
@@ -32,9 +33,10 @@ bool take_utf8(std::string_view bytes, std::size_t& at, bool final, std::string&
 
 bool is_string_introducer(unsigned char c) { return c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_'; }
 
-class Stripper {
+class Parser {
   public:
-    Stripper(std::string_view bytes, ParseState state, bool final) : bytes_(bytes), state_(state), final_(final) {
+    Parser(std::string_view bytes, ParseState state, bool final, TerminalEvents& events)
+        : bytes_(bytes), state_(state), final_(final), events_(events) {
         // A sequence begun in an earlier chunk cannot be held back any more.
         if (state_ != ParseState::Ground) sequence_start_ = kNone;
     }
@@ -53,7 +55,7 @@ class Stripper {
     static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
     TerminalText finish_at(std::size_t consumed, ParseState state = ParseState::Ground) {
-        return {std::move(text_), consumed, state};
+        return {std::string(), consumed, state};
     }
 
     void begin_escape() {
@@ -78,7 +80,7 @@ class Stripper {
                 else if (c == kEsc)
                     return begin_escape(), true;  // the first ESC is dropped
                 else
-                    state_ = ParseState::Ground;  // a two-byte sequence (ESC 7, ESC =), or junk
+                    return two_byte_escape(c), true;
                 ++at_;
                 return true;
             case ParseState::EscapeIntermediate:
@@ -91,7 +93,7 @@ class Stripper {
                 return true;
             case ParseState::Csi:
                 if (in(c, 0x20, 0x7E)) {
-                    if (c >= 0x40) state_ = ParseState::Ground;  // the final byte
+                    if (c >= 0x40) end_csi(c);
                     ++at_;
                 } else {
                     state_ = ParseState::Ground;  // malformed (a control or a non-ASCII byte)
@@ -118,43 +120,86 @@ class Stripper {
         return true;
     }
 
+    // A two-byte sequence (ESC 7, ESC =), or junk.
+    void two_byte_escape(unsigned char c) {
+        state_ = ParseState::Ground;
+        if (sequence_start_ != kNone) events_.escape(static_cast<char>(c), sequence_start_);
+        ++at_;
+    }
+
+    void end_csi(unsigned char final_byte) {
+        state_ = ParseState::Ground;
+        // sequence_start_ is the ESC, which "[" follows: the parameters begin two bytes on.
+        if (sequence_start_ != kNone && bytes_[sequence_start_ + 1] == '[')
+            events_.csi(bytes_.substr(sequence_start_ + 2, at_ - sequence_start_ - 2), static_cast<char>(final_byte),
+                        sequence_start_);
+    }
+
     bool ground(unsigned char c) {
         if (c == kEsc) return begin_escape(), true;
-        if (c == '\r') {
-            if (at_ + 1 == bytes_.size() && !final_) return false;  // "\n" may follow
-            text_ += '\n';
-            at_ += (at_ + 1 < bytes_.size() && bytes_[at_ + 1] == '\n') ? 2 : 1;
-            return true;
-        }
-        if (c == '\n' || c == '\t') {
-            text_ += static_cast<char>(c);
-            ++at_;
-            return true;
-        }
         if (c < 0x20 || c == 0x7F) {
-            ++at_;  // BEL, backspace, shift-in/out...: nothing to read
+            if (!events_.control(static_cast<char>(c), at_)) return false;
+            ++at_;
             return true;
         }
         if (c < 0x80) {
-            text_ += static_cast<char>(c);
+            events_.character(bytes_.substr(at_, 1), at_);
             ++at_;
             return true;
         }
-        return take_utf8(bytes_, at_, final_, text_);
+        return take_utf8(bytes_, at_, final_, [this](std::string_view character, std::size_t at) { events_.character(character, at); });
     }
 
     std::string_view bytes_;
     ParseState state_;
     bool final_;
     std::size_t at_ = 0;
+    TerminalEvents& events_;
     std::size_t sequence_start_ = kNone;
-    std::string text_;
+};
+
+// strip_terminal_output()'s text: characters, newlines and tabs; "\r\n" and a lone "\r" as
+// "\n", holding back a "\r" at the chunk's end that a "\n" may follow.
+class StripEvents final : public TerminalEvents {
+  public:
+    StripEvents(std::string_view bytes, bool final) : bytes_(bytes), final_(final) {}
+
+    void character(std::string_view utf8, std::size_t) override { text += utf8; }
+    bool control(char c, std::size_t at) override {
+        if (c == '\r') {
+            if (at + 1 == bytes_.size() && !final_) return false;  // "\n" may follow
+            text += '\n';
+            if (at + 1 < bytes_.size() && bytes_[at + 1] == '\n') newline_taken_at_ = at + 1;
+        } else if (c == '\n') {
+            if (at != newline_taken_at_) text += '\n';
+        } else if (c == '\t') {
+            text += '\t';
+        }  // BEL, backspace, shift-in/out...: nothing to read
+        return true;
+    }
+    void csi(std::string_view, char, std::size_t) override {}
+    void escape(char, std::size_t) override {}
+
+    std::string text;
+
+  private:
+    static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+    std::string_view bytes_;
+    bool final_;
+    std::size_t newline_taken_at_ = kNone;  // the "\n" of a "\r\n" already written
 };
 
 }  // namespace
 
+TerminalText parse_terminal_output(std::string_view bytes, ParseState state, bool final, TerminalEvents& events) {
+    return Parser(bytes, state, final, events).run();
+}
+
 TerminalText strip_terminal_output(std::string_view bytes, ParseState state, bool final) {
-    return Stripper(bytes, state, final).run();
+    StripEvents strip(bytes, final);
+    TerminalText out = parse_terminal_output(bytes, state, final, strip);
+    out.text = std::move(strip.text);
+    return out;
 }
 
 TerminalText raw_terminal_output(std::string_view bytes, bool final) {
@@ -163,7 +208,7 @@ TerminalText raw_terminal_output(std::string_view bytes, bool final) {
     while (at < bytes.size()) {
         if (static_cast<unsigned char>(bytes[at]) < 0x80) {
             out.text += bytes[at++];
-        } else if (!take_utf8(bytes, at, final, out.text)) {
+        } else if (!take_utf8(bytes, at, final, [&out](std::string_view c, std::size_t) { out.text += c; })) {
             break;
         }
     }

@@ -47,6 +47,30 @@ inline constexpr std::size_t kMaxHeldBack = 4096;
 // becomes "\n" too, so that no text is lost; backspace removes nothing (it is dropped).
 TerminalText strip_terminal_output(std::string_view bytes, ParseState state, bool final);
 
+// What parse_terminal_output() finds in the output, in order, for a reader that does more
+// with it than strip_terminal_output() (condensed_output.h keeps a line model). `at` is the
+// index in the chunk where the item begins.
+class TerminalEvents {
+  public:
+    // A character: well-formed UTF-8, or U+FFFD for an ill-formed byte.
+    virtual void character(std::string_view utf8, std::size_t at) = 0;
+    // A control character other than ESC (newline, "\r", tab, backspace, BEL, DEL...).
+    // False to stop before it: the parse ends there, as for a split sequence.
+    virtual bool control(char c, std::size_t at) = 0;
+    // A CSI sequence read whole in this chunk: its parameter and intermediate bytes and its
+    // final byte. One begun in an earlier chunk is not reported.
+    virtual void csi(std::string_view parameters, char final_byte, std::size_t at) = 0;
+    // A two-byte sequence ESC x (ESC 7, ESC M), read whole in this chunk.
+    virtual void escape(char byte, std::size_t at) = 0;
+
+  protected:
+    ~TerminalEvents() = default;
+};
+
+// The parse strip_terminal_output() makes, reported to `events` instead of made into text
+// (the result's `text` stays empty). The same cuts, hold-backs and `state` as there.
+TerminalText parse_terminal_output(std::string_view bytes, ParseState state, bool final, TerminalEvents& events);
+
 // `bytes` as they are (escape sequences kept), only cut before a UTF-8 character split at
 // the end (unless `final`) and with invalid bytes as U+FFFD, so that the text is valid JSON.
 TerminalText raw_terminal_output(std::string_view bytes, bool final);

@@ -20,6 +20,15 @@ void ReadCursors::remember(const std::string& id, std::uint64_t offset, ParseSta
     entries_.erase(oldest);
 }
 
+void ToolCall::take_output(const std::vector<std::uint8_t>& bytes) {
+    if (!condenser) {
+        said.output.append(bytes.begin(), bytes.end());
+        return;
+    }
+    condenser->feed(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    condensed_bytes += bytes.size();
+}
+
 void ToolCall::record(client::Event& event) {
     std::visit(
         [this](auto& e) {
@@ -27,7 +36,7 @@ void ToolCall::record(client::Event& event) {
             if constexpr (std::is_same_v<T, client::Started>)
                 said.started = std::move(e);
             else if constexpr (std::is_same_v<T, client::Output>)
-                said.output.append(e.bytes.begin(), e.bytes.end());
+                take_output(e.bytes);
             else if constexpr (std::is_same_v<T, client::Exit>)
                 said.exit = std::move(e.status);
             else if constexpr (std::is_same_v<T, client::Error>)

@@ -11,9 +11,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "cli/mcp/condensed_output.h"
 #include "cli/mcp/terminal_text.h"
 #include "cli/mcp/tools.h"
 #include "client/client.h"
@@ -53,9 +56,16 @@ struct ToolCall {
     ReadCursors* cursors = nullptr;  // the runner's, outliving the call
     std::uint64_t read_from = 0;     // terminal_read: the offset asked for
     ParseState read_state = ParseState::Ground;
+    // terminal_read: the log's bytes go through this as they arrive, not into said.output.
+    std::unique_ptr<Condenser> condenser;
+    std::uint64_t condensed_bytes = 0;
 
-    // Keeps what `event` says in `said` (its contents are moved there).
+    // Keeps what `event` says in `said` (its contents are moved there), but OUTPUT's bytes go
+    // to `condenser` when there is one.
     void record(client::Event& event);
+
+  private:
+    void take_output(const std::vector<std::uint8_t>& bytes);
 };
 
 }  // namespace ptyvisor::cli::mcp

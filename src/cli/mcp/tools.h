@@ -18,9 +18,11 @@
 
 namespace ptyvisor::cli::mcp {
 
-// terminal_read: the default and the most bytes of output one call returns.
+// terminal_read: the default and the most bytes of text one call returns, and the most bytes
+// of the log one call condenses into that text (condensed_output.h).
 inline constexpr std::uint64_t kDefaultReadBytes = 16 * 1024;
 inline constexpr std::uint64_t kMaxReadBytes = 64 * 1024;
+inline constexpr std::uint64_t kReadWindowBytes = 4 * 1024 * 1024;
 // terminal_wait: the default and the longest timeout. MCP clients give up on a call after a
 // minute or so by default, so the longest wait stays within what a client will sit through
 // when configured for it.
@@ -43,7 +45,8 @@ struct WriteArgs {
 struct ReadArgs {
     std::string id;
     std::optional<std::uint64_t> offset;  // default: where this server's last read stopped
-    std::uint64_t max_bytes = kDefaultReadBytes;
+    std::optional<std::uint64_t> to;      // a range to page through in order; > offset
+    std::uint64_t max_bytes = kDefaultReadBytes;  // of text
     bool strip_ansi = true;
 };
 // terminal_screen: one SNAPSHOT (docs/protocol.md, section 10).

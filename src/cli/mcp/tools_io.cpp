@@ -1,5 +1,6 @@
 // The input and output tools: terminal_write, terminal_read and terminal_wait. Each tool's
 // definition, argument check, request and result sit together, then its ToolDefinition.
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <span>
@@ -83,15 +84,21 @@ json read_tool() {
     return {{"name", "terminal_read"},
             {"title", "Read a terminal's output"},
             {"description",
-             "Read what a session has printed, as text. By default it continues where the last "
-             "terminal_read of this session stopped (the first read starts at the beginning), so "
-             "calling it repeatedly returns each piece of output once. Escape sequences (colours, "
-             "cursor movement) are removed unless strip_ansi is false. Returns text, offset (where "
-             "this text begins in the session's output), next_offset (where to continue), more "
-             "(true: more output is already there, read again now), dropped_bytes (output lost "
-             "because the session's log is bounded and it was not read in time), and the session's "
-             "state and exit status. For a full-screen program (vim, top), terminal_screen shows "
-             "the screen better."},
+             "Read what a session has printed, as the lines its terminal finally showed. By "
+             "default it continues where the last terminal_read of this session stopped (the "
+             "first read starts at the beginning), so calling it repeatedly returns each piece of "
+             "output once. Progress bars and redrawn lines come out as they were last drawn; "
+             "escape sequences (colours, cursor movement) are removed unless strip_ansi is false. "
+             "The text is at most max_bytes: when the new output is longer, you get its first and "
+             "last lines and, between them, one line [... N bytes omitted (...) ...] that gives "
+             "the log offsets left out. To read those, pass offset and to: the range is then "
+             "returned in order, max_bytes at a time (continue from next_offset). Returns text, "
+             "offset (where this text begins in the session's output), next_offset (where to "
+             "continue), more (true: more output is already there, read again now), truncated "
+             "and omitted_bytes/omitted_from/omitted_to (what the marker line stands for), "
+             "dropped_bytes (output lost because the session's log is bounded and it was not "
+             "read in time), and the session's state and exit status. For a full-screen program "
+             "(vim, top), terminal_screen shows the screen better."},
             {"inputSchema",
              object_schema(
                  {{"id", id_property()},
@@ -99,11 +106,18 @@ json read_tool() {
                    {{"type", "integer"},
                     {"minimum", 0},
                     {"description", "Byte offset to read from (default: where the last read stopped, else 0)."}}},
+                  {"to",
+                   {{"type", "integer"},
+                    {"minimum", 1},
+                    {"description",
+                     "Byte offset to stop before: read the range in order, nothing left out, "
+                     "max_bytes of text at a time (default: all new output, its middle left out "
+                     "if too long)."}}},
                   {"max_bytes",
                    {{"type", "integer"},
                     {"minimum", 1},
                     {"maximum", kMaxReadBytes},
-                    {"description", "Most bytes of output to read (default 16384, at most 65536)."}}},
+                    {"description", "Most bytes of text to return (default 16384, at most 65536)."}}},
                   {"strip_ansi", {{"type", "boolean"}, {"description", "Remove escape sequences (default true)."}}}},
                  {"id"})},
             {"outputSchema",
@@ -113,20 +127,27 @@ json read_tool() {
                             {"next_offset", {{"type", "integer"}}},
                             {"end", {{"type", "integer"}}},
                             {"more", {{"type", "boolean"}}},
+                            {"truncated", {{"type", "boolean"}}},
+                            {"omitted_bytes", {{"type", "integer"}}},
+                            {"omitted_from", {{"type", "integer"}}},
+                            {"omitted_to", {{"type", "integer"}}},
                             {"dropped_bytes", {{"type", "integer"}}},
                             {"state", state_property()},
                             {"exit", exit_property()}},
-                           {"id", "text", "offset", "next_offset", "end", "more", "dropped_bytes", "state"})}};
+                           {"id", "text", "offset", "next_offset", "end", "more", "truncated", "dropped_bytes",
+                            "state"})}};
 }
 
 bool parse_read(const json& args, ReadArgs& out, std::string& why) {
-    if (!only_members(args, {"id", "offset", "max_bytes", "strip_ansi"}, why) || !get_id(args, out.id, why))
+    if (!only_members(args, {"id", "offset", "to", "max_bytes", "strip_ansi"}, why) || !get_id(args, out.id, why))
         return false;
     std::optional<std::uint64_t> max_bytes;
-    if (!get_uint(args, "offset", 0, std::numeric_limits<std::int64_t>::max(), out.offset, why) ||
+    constexpr auto kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    if (!get_uint(args, "offset", 0, kMaxOffset, out.offset, why) || !get_uint(args, "to", 1, kMaxOffset, out.to, why) ||
         !get_uint(args, "max_bytes", 1, kMaxReadBytes, max_bytes, why) ||
         !get_bool(args, "strip_ansi", out.strip_ansi, why))
         return false;
+    if (out.offset && out.to && *out.to <= *out.offset) return why = "'to' must be greater than 'offset'", false;
     out.max_bytes = max_bytes.value_or(kDefaultReadBytes);
     return true;
 }
@@ -142,39 +163,64 @@ bool request_read(ToolCall& call, std::string& why) {
     } else if (cursor) {
         from = {protocol::LogPosition::Kind::Offset, cursor->offset};
     }
+    if (r.to && *r.to <= from.offset)
+        return why = "'to' must be greater than the offset read from (" + std::to_string(from.offset) + ")", false;
     call.read_from = from.offset;
     // The parser's state carries over only when this read begins where the last stopped.
     if (cursor && cursor->offset == from.offset) call.read_state = cursor->state;
-    return call.connection.queue_read({r.id, from, r.max_bytes}, why);
+    const std::uint64_t window = r.to ? std::min(*r.to - from.offset, kReadWindowBytes) : kReadWindowBytes;
+    return call.connection.queue_read({r.id, from, window}, why);
+}
+
+// The LOG reply says where the bytes begin: the condenser they go through starts there.
+void read_on_event(ToolCall& call, const client::Event& event) {
+    const auto* log = std::get_if<client::Log>(&event);
+    if (!log) return;
+    const auto& r = std::get<ReadArgs>(call.args);
+    call.condenser = std::make_unique<Condenser>(
+        log->reply.offset,
+        CondenseOptions{.budget = r.max_bytes,
+                        .keep_escapes = !r.strip_ansi,
+                        .in_order = r.to.has_value(),
+                        .state = log->reply.offset == call.read_from ? call.read_state : ParseState::Ground});
 }
 
 ToolResult read_result(ToolCall& call) {
     const auto& r = std::get<ReadArgs>(call.args);
     const auto& s = call.said;
-    if (!s.log || s.output.size() != s.log->length)
+    if (!s.log || !call.condenser || call.condensed_bytes != s.log->length)
         return ToolResult::error("connection to ptyvisord lost while reading");
     const auto& log = *s.log;
-    const bool more = log.offset + log.length < log.end;
-    // Nothing will follow these bytes: hold nothing back.
-    const bool final = log.state == protocol::State::Exited && !more;
-    const ParseState state = log.offset == call.read_from ? call.read_state : ParseState::Ground;
-    auto text = r.strip_ansi ? strip_terminal_output(s.output, state, final) : raw_terminal_output(s.output, final);
-    if (text.consumed == 0 && !s.output.empty() && more) {
-        // A sequence longer than max_bytes: take it as it is rather than never move on.
-        text = r.strip_ansi ? strip_terminal_output(s.output, state, true) : raw_terminal_output(s.output, true);
-    }
-    const std::uint64_t next = log.offset + text.consumed;
-    call.cursors->remember(r.id, next, text.state);
+    const std::uint64_t read_end = log.offset + log.length;
+    const bool more = read_end < log.end;
+    Ending ending = Ending::ForNow;
+    if (log.state == protocol::State::Exited && !more)
+        ending = Ending::Final;  // nothing will follow these bytes: hold nothing back
+    else if (more && !(r.to && read_end >= *r.to))
+        ending = Ending::Cut;  // the next read has the unfinished last line whole
+    if (call.condenser->parsed_to() == log.offset && log.length > 0 && more)
+        ending = Ending::Final;  // all of it one split sequence: take it as it is rather than never move on
+    auto out = call.condenser->finish(ending);
+    // Stopped short of what was parsed: a page was full, or a line was held back.
+    const bool stopped = out.consumed_to < call.condenser->parsed_to();
+    call.cursors->remember(r.id, out.consumed_to, out.state);
     const std::uint64_t dropped = log.offset > call.read_from ? log.offset - call.read_from : 0;
-    return ToolResult::ok({{"id", r.id},
-                           {"text", std::move(text.text)},
-                           {"offset", log.offset},
-                           {"next_offset", next},
-                           {"end", log.end},
-                           {"more", more},
-                           {"dropped_bytes", dropped},
-                           {"state", state_name(log.state)},
-                           {"exit", exit_json(log.exit)}});
+    json j = {{"id", r.id},
+              {"text", std::move(out.text)},
+              {"offset", log.offset},
+              {"next_offset", out.consumed_to},
+              {"end", log.end},
+              {"more", more || stopped},
+              {"truncated", out.truncated},
+              {"dropped_bytes", dropped},
+              {"state", state_name(log.state)},
+              {"exit", exit_json(log.exit)}};
+    if (out.truncated) {
+        j["omitted_bytes"] = out.omitted_bytes;
+        j["omitted_from"] = out.omitted_from;
+        j["omitted_to"] = out.omitted_to;
+    }
+    return ToolResult::ok(std::move(j));
 }
 
 // --- terminal_wait ---------------------------------------------------------------------------
@@ -311,6 +357,7 @@ constinit const ToolDefinition kTerminalRead{
     .parse = parse_as<ReadArgs, parse_read>,
     .request = request_read,
     .result = read_result,
+    .on_event = read_on_event,
 };
 
 constinit const ToolDefinition kTerminalWait{

@@ -114,6 +114,16 @@ TEST(McpTools, ReadHasDefaultsAndAHardCap) {
     EXPECT_EQ(parse_error("terminal_read", {{"id", kId}, {"strip_ansi", "yes"}}), "'strip_ansi' must be true or false");
 }
 
+TEST(McpTools, ReadTakesARangeToPageThrough) {
+    const auto a = parse_ok<ReadArgs>("terminal_read", {{"id", kId}, {"offset", 1000}, {"to", 124456}});
+    EXPECT_EQ(a.offset, 1000u);
+    EXPECT_EQ(a.to, 124456u);
+    EXPECT_FALSE(parse_ok<ReadArgs>("terminal_read", {{"id", kId}}).to);
+    EXPECT_EQ(parse_error("terminal_read", {{"id", kId}, {"offset", 10}, {"to", 10}}), "'to' must be greater than 'offset'");
+    EXPECT_EQ(parse_error("terminal_read", {{"id", kId}, {"to", 0}}),
+              "'to' must be an integer from 1 to 9223372036854775807");
+}
+
 TEST(McpTools, WaitInfersWhatToWaitFor) {
     using For = protocol::WaitRequest::For;
     const auto text = parse_ok<WaitArgs>("terminal_wait", {{"id", kId}, {"pattern", "Serving HTTP"}});
