@@ -90,7 +90,7 @@ Decoded<T> decode_with(std::string_view text, int depth, F read) {
     return {std::move(v), {}};
 }
 
-constexpr std::string_view kOutcomes[] = {"completed", "waiting_for_input", "timeout", "interrupted", "ended"};
+constexpr std::string_view kOutcomes[] = {"exited", "waiting_for_input", "timeout", "interrupted", "session_ended"};
 constexpr std::string_view kEventKinds[] = {"command_start", "command_end", "prompt", "input", "exit"};
 
 }  // namespace

@@ -50,9 +50,9 @@ struct ExecRequest {
 inline constexpr std::uint64_t kExecInterruptGraceMs = 5'000;
 
 struct ExecReply {
-    enum class Outcome { Completed, WaitingForInput, Timeout, Interrupted, Ended };
+    enum class Outcome { Exited, WaitingForInput, Timeout, Interrupted, SessionEnded };
     std::string id;
-    Outcome state = Outcome::Completed;
+    Outcome state = Outcome::Exited;
     std::optional<int> exit_code;
     std::optional<CommandRecord> command;
     std::uint64_t offset = 0;  // the log's end at the reply

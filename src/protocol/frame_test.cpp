@@ -330,7 +330,7 @@ TEST(FrameHeader, BadMagic) {
 }
 
 TEST(FrameHeader, BadVersion) {
-    for (std::uint8_t v : std::initializer_list<std::uint8_t>{0, 4, 0x7f, 0xff})
+    for (std::uint8_t v : std::initializer_list<std::uint8_t>{0, wire::kNewestVersion + 1, 0x7f, 0xff})
         EXPECT_EQ(decode_error_of(header(kMagic0, kMagic1, v, 7, 0)),
                   ErrorCode::UnsupportedVersion)
             << int{v};
@@ -518,7 +518,7 @@ TEST(FrameSplit, RandomSplitsOfARandomStream) {
 
 TEST(FrameFailure, DecoderStaysFailed) {
     FrameDecoder d;
-    feed(d, header(kMagic0, kMagic1, 4, 7, 0));
+    feed(d, header(kMagic0, kMagic1, wire::kNewestVersion + 1, 7, 0));
     Frame f{};
     ASSERT_EQ(d.next(f), FrameDecoder::Status::Failed);
     ASSERT_EQ(d.error(), ErrorCode::UnsupportedVersion);

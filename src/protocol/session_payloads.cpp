@@ -123,13 +123,16 @@ std::string session_fixed_fields(const SessionInfo& v) {
 }
 
 std::string session_entry(std::string_view fixed_fields, const SessionInfo& v) {
-    const std::string changing =
-        dump({{"state", to_string(v.state)}, {"exit", exit_json(v.exit)}, {"pid", v.pid}, {"start", v.start},
-              {"offset", v.offset}, {"clients", v.clients}, {"detached", v.detached},
-              {"shell", v.shell ? json(*v.shell) : json(nullptr)}, {"at_prompt", v.at_prompt},
-              {"waiting_for_input", v.waiting_for_input},
-              {"waiting_since", v.waiting_since ? json(*v.waiting_since) : json(nullptr)},
-              {"last_command", v.last_command ? json::parse(encode(*v.last_command)) : json(nullptr)}});
+    json j{{"state", to_string(v.state)}, {"exit", exit_json(v.exit)}, {"pid", v.pid}, {"start", v.start},
+           {"offset", v.offset}, {"clients", v.clients}, {"detached", v.detached}};
+    // Version 4's members only where they say something (an absent one is null or false): a
+    // LIST of sessions without a shell that reports commands costs what it did.
+    if (v.shell) j["shell"] = *v.shell;
+    if (v.at_prompt) j["at_prompt"] = true;
+    if (v.waiting_for_input) j["waiting_for_input"] = true;
+    if (v.waiting_since) j["waiting_since"] = *v.waiting_since;
+    if (v.last_command) j["last_command"] = json::parse(encode(*v.last_command));
+    const std::string changing = dump(j);
     // Two non-empty objects "{a}" and "{b}" become "{a,b}".
     std::string entry;
     entry.reserve(fixed_fields.size() + changing.size());

@@ -108,7 +108,7 @@ void Connection::check_exec() {
             if (const auto* ended = commands.ended_after(run.seq_before)) record = *ended;
             else if (commands.current() && commands.current()->seq > run.seq_before) record = commands.current();
         }
-        return finish_exec(ExecReply::Outcome::Ended, std::move(record));
+        return finish_exec(ExecReply::Outcome::SessionEnded, std::move(record));
     }
     if (!run.typed) {
         if (session.state() != Session::State::Running || !commands.at_prompt() || commands.current()) return;
@@ -120,7 +120,7 @@ void Connection::check_exec() {
         return;
     }
     if (const auto* ended = commands.ended_after(run.seq_before))
-        return finish_exec(run.interrupting ? ExecReply::Outcome::Interrupted : ExecReply::Outcome::Completed, *ended);
+        return finish_exec(run.interrupting ? ExecReply::Outcome::Interrupted : ExecReply::Outcome::Exited, *ended);
     const auto& current = commands.current();
     if (current && current->seq > run.seq_before && !run.interrupting && session.input_watch().waiting())
         return finish_exec(ExecReply::Outcome::WaitingForInput, current);
@@ -153,7 +153,7 @@ void Connection::finish_exec(ExecReply::Outcome outcome, std::optional<protocol:
     ExecReply r;
     r.id = run->request.id;
     r.state = outcome;
-    if (record && record->ended() && (outcome == ExecReply::Outcome::Completed || outcome == ExecReply::Outcome::Interrupted))
+    if (record && record->ended() && (outcome == ExecReply::Outcome::Exited || outcome == ExecReply::Outcome::Interrupted))
         r.exit_code = record->exit_code;
     r.command = std::move(record);
     if (session) {

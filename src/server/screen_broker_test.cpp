@@ -34,10 +34,7 @@ public:
     [[nodiscard]] bool bulk() const override { return bulk_; }
     [[nodiscard]] bool controller_has_terminal() const override { return has_terminal_; }
     void answer_queries(std::span<const std::uint8_t> bytes) override { answers_.append(bytes.begin(), bytes.end()); }
-<<<<<<< HEAD
-=======
     void shell_mark(const ShellMark& mark) override { marks_.push_back(mark); }
->>>>>>> h-marks
 
     void write(std::string_view text) {
         log_->append(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
