@@ -43,11 +43,26 @@ def encoded(text):
     return urllib.parse.quote(text.encode(), safe="/-._~")
 
 
+def reset_signals():
+    """Every signal back to its default action, none blocked, as the daemon's spawn does
+    (src/backends/direct/spawn.cpp). The shell would otherwise inherit this process's state:
+    Python ignores SIGPIPE and SIGXFSZ, and a background job of a shell without job control
+    (`cmd &` in a script) ignores SIGINT and SIGQUIT. bash passes a signal ignored at its
+    start on to every command it runs, so Ctrl-C would not interrupt one."""
+    for sig in signal.valid_signals():
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL and SIGSTOP, and numbers with no signal behind them
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 class Shell:
     def __init__(self, argv, env, cwd):
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             try:
+                reset_signals()
                 os.chdir(cwd)
                 os.execve(shutil.which(argv[0]), argv, env)
             finally:
