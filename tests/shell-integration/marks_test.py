@@ -118,6 +118,22 @@ class Shell:
                 raise Failure(f"{program} did not start within {TIMEOUT}s")
             time.sleep(0.01)
 
+    def wait_until_reading(self):
+        """Waits until the shell sleeps, which after its prompt means: in its wait for input.
+        A Ctrl-C that comes after bash drew the prompt but before readline blocks in its
+        pselect() is handled by readline (^C echoed, terminal reset) while bash's own handler
+        only runs once a read is interrupted: no new prompt until the next key. Polled like
+        wait_for_foreground_job, for the same reason."""
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            with open(f"/proc/{self.pid}/stat", encoding="utf-8") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            if state == "S":
+                return
+            if time.monotonic() > deadline:
+                raise Failure(f"the shell did not wait for input within {TIMEOUT}s (state {state})")
+            time.sleep(0.01)
+
     def close(self):
         try:
             os.kill(self.pid, signal.SIGKILL)
@@ -199,6 +215,7 @@ class Checks:
         return output
 
     def interrupt_at_prompt(self):
+        self.shell.wait_until_reading()
         self.shell.write("\x03")
         chunk = self.shell.next_prompt()
         kinds = [kind[:5] for kind, _, _ in marks(chunk)]
