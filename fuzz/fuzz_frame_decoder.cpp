@@ -13,6 +13,7 @@
 #include <span>
 #include <string_view>
 
+#include "protocol/command_payloads.h"
 #include "protocol/screen_payloads.h"
 #include "protocol/session_payloads.h"
 #include "payload_fuzz.h"
@@ -53,6 +54,12 @@ void check_frame(const protocol::Frame& f) {
         case FrameType::Snapshot: fuzz::check_payload(p, n, protocol::decode_snapshot); break;
         case FrameType::Screen: fuzz::check_payload(p, n, [](std::string_view t) { return protocol::decode_screen(t); });
             break;
+        case FrameType::Commands: fuzz::check_payload(p, n, protocol::decode_commands); break;
+        case FrameType::CommandList: fuzz::check_payload(p, n, protocol::decode_command_list); break;
+        case FrameType::Exec: fuzz::check_payload(p, n, protocol::decode_exec); break;
+        case FrameType::Executed: fuzz::check_payload(p, n, protocol::decode_executed); break;
+        case FrameType::Watch: fuzz::check_payload(p, n, protocol::decode_watch); break;
+        case FrameType::Event: fuzz::check_payload(p, n, protocol::decode_event); break;
         case FrameType::Send: {
             // Binary: fuzz_session_payloads checks its decoder's invariants; here, no crash.
             (void)protocol::decode_send(std::span(p, n));

@@ -1,8 +1,10 @@
-// libFuzzer target: the decoders of protocol version 2 (protocol/session_payloads.h) on
+// libFuzzer target: the decoders of protocol versions 2 and 4 (protocol/session_payloads.h,
+// protocol/command_payloads.h) on
 // arbitrary bytes. The first byte picks the decoder, the rest is its input; the invariants
 // are payload_fuzz.h's (a refusal has a reason; what is accepted survives a round trip).
 // (Before payload_fuzz.h: its template names protocol::encode, and sees the overloads
 // declared before it.)
+#include "protocol/command_payloads.h"
 #include "protocol/session_payloads.h"
 #include "payload_fuzz.h"
 
@@ -22,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint8_t which = data[0];
     ++data;
     --size;
-    switch (which % 13) {
+    switch (which % 20) {
         case 0: check(data, size, [](std::string_view t) { return decode_attach(t); }); break;
         case 1: check(data, size, [](std::string_view t) { return decode_attached(t); }); break;
         case 2: check(data, size, [](std::string_view t) { return decode_detached(t); }); break;
@@ -47,6 +49,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 ptyvisor::fuzz::fail("SEND lost bytes");
             break;
         }
+        // Version 4.
+        case 13: check(data, size, [](std::string_view t) { return decode_commands(t); }); break;
+        case 14: check(data, size, [](std::string_view t) { return decode_command_list(t); }); break;
+        case 15: check(data, size, [](std::string_view t) { return decode_exec(t); }); break;
+        case 16: check(data, size, [](std::string_view t) { return decode_executed(t); }); break;
+        case 17: check(data, size, [](std::string_view t) { return decode_watch(t); }); break;
+        case 18: check(data, size, [](std::string_view t) { return decode_event(t); }); break;
+        case 19: check(data, size, [](std::string_view t) { return decode_command_record(t); }); break;
     }
     return 0;
 }

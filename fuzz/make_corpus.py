@@ -164,6 +164,8 @@ for name, data in streams.items():
 # fuzz_session_payloads: the first byte picks the decoder (see fuzz_session_payloads.cpp).
 SID = "0123456789abcdef0123456789abcdef"
 exit_ok = {"status": "exited", "code": 0, "reason": "exited", "unit_result": ""}
+RECORD = {"seq": 4, "command": "echo héllo", "cwd": "/tmp", "output_start": 10, "output_end": 20, "exit_code": 0,
+          "started_ms": 1700000000000, "ended_ms": 1700000000005}
 session_seeds = {
     "attach": (0, js({"id": SID, "from": 1234, "role": "controller", "takeover": True})),
     "attached": (1, js({"id": SID, "unit": "ptyvisor-%s.service" % SID, "pid": 42, "role": "observer", "start": 0,
@@ -187,6 +189,19 @@ session_seeds = {
     "send_bad_id": (12, b"Z" * 32 + b"x"),
     "wait_bad_for": (6, js({"id": SID, "for": "never"})),
     "attach_nested": (0, js({"id": SID, "from": [1]})),
+    # Version 4.
+    "wait_command": (6, js({"id": SID, "for": "command", "after": 3})),
+    "commands": (13, js({"id": SID, "since": 2})),
+    "command_list": (14, js({"id": SID, "shell": "bash", "at_prompt": True, "waiting_for_input": False,
+                             "current": None, "first_seq": 1, "commands": [RECORD]})),
+    "exec": (15, js({"id": SID, "command": "make -j2 test", "timeout_ms": 5000, "interrupt": True})),
+    "exec_two_lines": (15, js({"id": SID, "command": "true\nrm -rf ~"})),
+    "executed": (16, js({"id": SID, "state": "waiting_for_input", "exit_code": None, "command": RECORD,
+                         "offset": 99, "session_state": "running"})),
+    "watch": (17, js({"id": SID})),
+    "event_end": (18, js({"event": "command_end", "offset": 50, "command": RECORD})),
+    "event_input": (18, js({"event": "input", "offset": 50, "since_ms": 1700000000000})),
+    "record": (19, js(RECORD)),
 }
 for name, (which, data) in session_seeds.items():
     write("fuzz_session_payloads", name, bytes([which]) + data)

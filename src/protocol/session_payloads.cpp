@@ -274,8 +274,11 @@ Decoded<std::vector<SessionInfo>> decode_sessions(std::string_view text) {
             // Version 4's members, absent from older daemons' replies.
             if (!s.boolean("at_prompt", v.at_prompt, false) || !s.boolean("waiting_for_input", v.waiting_for_input, false))
                 return false;
-            if (const json* shell = s.find("shell", false); shell && shell->is_string())
-                v.shell = shell->get<std::string>();
+            if (const json* shell = s.find("shell", false); shell && !shell->is_null()) {
+                std::string name;
+                if (!s.str("shell", name, 16)) return false;
+                v.shell = std::move(name);
+            }
             if (const json* since = s.find("waiting_since", false); since && since->is_number_integer())
                 v.waiting_since = since->get<std::int64_t>();
             if (const json* last = s.find("last_command", false); last && last->is_object()) {
