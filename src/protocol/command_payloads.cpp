@@ -104,6 +104,8 @@ bool is_exec_command(std::string_view line, std::string& why) {
         return (b < 0x20 && b != '\t') || b == 0x7f;
     });
     if (control) return why = "'command' must be one line, without control characters", false;
+    if (line.find_first_not_of(" \t") == std::string_view::npos)
+        return why = "'command' must not be blank: a shell runs nothing for it", false;
     return true;
 }
 

@@ -57,7 +57,8 @@ void Connection::handle_commands(const protocol::Frame& frame) {
     r.id = session->id();
     r.shell = session->shell();
     r.at_prompt = commands.at_prompt();
-    r.waiting_for_input = session->state() != Session::State::Ended && session->input_watch().probe_now();
+    if (session->state() != Session::State::Ended) session->input_watch().probe_now();
+    r.waiting_for_input = session->waiting_for_input();
     r.current = commands.current();
     for (const auto& record : commands.ended())
         if (record.seq > request.value->since) r.commands.push_back(record);
@@ -122,8 +123,12 @@ void Connection::check_exec() {
     if (const auto* ended = commands.ended_after(run.seq_before))
         return finish_exec(run.interrupting ? ExecReply::Outcome::Interrupted : ExecReply::Outcome::Exited, *ended);
     const auto& current = commands.current();
-    if (current && current->seq > run.seq_before && !run.interrupting && session.input_watch().waiting())
-        return finish_exec(ExecReply::Outcome::WaitingForInput, current);
+    if (run.interrupting || !session.waiting_for_input()) return;
+    if (current && current->seq > run.seq_before) return finish_exec(ExecReply::Outcome::WaitingForInput, current);
+    // The shell read the line and waits for more without starting a command: the line was
+    // unfinished (an open quote, a trailing backslash: its continuation prompt).
+    if (!current && commands.newest_seq() == run.seq_before)
+        return finish_exec(ExecReply::Outcome::WaitingForInput, std::nullopt);
 }
 
 void Connection::exec_timed_out() {
@@ -213,8 +218,10 @@ void Connection::check_watch() {
         seen.prompts = commands.prompts();
         if (commands.at_prompt()) push_event({SessionEvent::Kind::Prompt, offset, std::nullopt, 0, std::nullopt});
     }
+    // One event per wait, once it is believed (Session::waiting_for_input); a wait that ended
+    // before that is no event.
     const InputWatch& input = session.input_watch();
-    if (input.waits() > seen.waits) {
+    if (input.waits() > seen.waits && (session.waiting_for_input() || !input.waiting())) {
         seen.waits = input.waits();
         if (input.waiting()) push_event({SessionEvent::Kind::Input, offset, std::nullopt, *input.since_ms(), std::nullopt});
     }

@@ -112,8 +112,9 @@ void Connection::handle_list() {
         changing.last_command = s->commands().last();
         // Probed for this reply (input_watch.h): LIST is one of the times someone asks.
         if (Session* probed = server_.sessions().find(s->id()); probed && s->state() == Session::State::Running) {
-            changing.waiting_for_input = probed->input_watch().probe_now();
-            changing.waiting_since = probed->input_watch().since_ms();
+            probed->input_watch().probe_now();
+            changing.waiting_for_input = probed->waiting_for_input();
+            if (changing.waiting_for_input) changing.waiting_since = probed->input_watch().since_ms();
         }
         entries.push_back(protocol::session_entry(s->list_fixed_fields(), changing));
         total += entries.back().size() + 1;
@@ -314,7 +315,7 @@ void Connection::check_wait() {
         }
     }
     if (w.request.what == For::Prompt && session.commands().at_prompt()) return finish_wait(true, "prompt");
-    if (w.request.what == For::Input && session_->input_watch().waiting()) return finish_wait(true, "input");
+    if (w.request.what == For::Input && session.waiting_for_input()) return finish_wait(true, "input");
     if (session.state() == Session::State::Ended) {
         if (w.kill || w.request.what == For::Exit) return finish_wait(true, "exit");
         return finish_wait(false, "exited");

@@ -139,7 +139,7 @@ std::optional<SyscallLine> parse_syscall(std::string_view text) {
 enum class Verdict {
     Working,         // running, or asleep in something that is not input
     ReadsTerminal,   // asleep waiting for the terminal to become readable
-    WaitsOnProcess,  // asleep waiting for another process (a child, a pipe, a futex)
+    WaitsOnProcess,  // asleep waiting for something else: a child, a pipe, a futex, another event loop
     Gone,            // a zombie, or exited mid-probe
     Unknown,         // /proc said nothing usable
 };
@@ -298,7 +298,9 @@ private:
     TaskFinding watched_verdict(const std::string& name, Watch watch) const {
         switch (watch) {
             case Watch::Terminal: return {Verdict::ReadsTerminal, who() + " in " + name + " on the terminal"};
-            case Watch::NotTerminal: return {Verdict::Working, who() + " in " + name + " without the terminal"};
+            // Another event loop of the program (node's and libuv's helper threads wait so):
+            // not work, and not input either. Alone, it leaves no task reading: Busy.
+            case Watch::NotTerminal: return {Verdict::WaitsOnProcess, who() + " in " + name + " without the terminal"};
             case Watch::Unknown: break;
         }
         return {Verdict::Unknown, who() + " in " + name + ": its watched set could not be read"};

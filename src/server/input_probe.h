@@ -29,12 +29,14 @@
 //
 // Verdict. Each task of the foreground group is one of:
 //  - working: state R or D, stopped (T, t), in a system call other than those below, or asleep
-//    in read/poll/select/epoll on something other than the terminal (a socket, a timer...);
+//    in read of something other than the terminal or a pipe (a socket, a timer...);
 //  - reading the terminal: asleep (S) in read/readv of the terminal, or in poll/ppoll/select/
 //    pselect6/epoll_wait/epoll_pwait/epoll_pwait2 whose set watches the terminal for reading;
-//  - waiting on another process: wait4, waitid, futex, futex_waitv, rt_sigsuspend, pause,
-//    rt_sigtimedwait without a timeout (glibc's timer thread), or read/readv/write/writev of a
-//    pipe (the other end of `prompt | tee log` or `git log`'s pager);
+//  - waiting on something else: wait4, waitid, futex, futex_waitv, rt_sigsuspend, pause,
+//    rt_sigtimedwait without a timeout (glibc's timer thread), read/readv/write/writev of a
+//    pipe (the other end of `prompt | tee log` or `git log`'s pager), or poll/select/epoll
+//    over a set without the terminal (another event loop of the program: node's REPL reads
+//    the terminal in one thread while libuv's waits on its eventfds in another);
 //  - gone: a zombie, or a task that exited mid-probe.
 // Waiting: at least one task reads the terminal and none works. Busy: a task works, or no task
 // reads the terminal. Unknown: no foreground group, no process in it, too many tasks, or a

@@ -200,6 +200,18 @@ TEST(InputProbe, ThreadedProgramReadingInputWaits) {
                     "input('x? ')"});
 }
 
+// node's REPL: one thread reads the terminal while another event loop (libuv's) waits in
+// epoll on descriptors that are not the terminal.
+TEST(InputProbe, AnotherEventLoopBesideTheTerminalReaderWaits) {
+    expect_waiting({kPython, "-c",
+                    "import os, select, threading\n"
+                    "r, w = os.pipe()\n"
+                    "def loop():\n"
+                    "    e = select.epoll(); e.register(r, select.EPOLLIN); e.poll()\n"
+                    "threading.Thread(target=loop, daemon=True).start()\n"
+                    "input('x? ')"});
+}
+
 // `cat | cat`: the second cat waits on a pipe, that is on the first, which reads the terminal.
 TEST(InputProbe, PipelineWhoseHeadReadsTheTerminalWaits) {
     TerminalProgram program({"sh", "-c", "cat | cat"});

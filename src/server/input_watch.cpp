@@ -1,5 +1,6 @@
 #include "server/input_watch.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/log.h"
@@ -37,11 +38,13 @@ void InputWatch::unwant() {
 void InputWatch::activity() {
     last_activity_ms_ = unix_ms();
     waiting_ = false;
+    probed_usec_ = 0;
     if (wanted_ > 0 && master_ >= 0) arm(kFirstDelayUsec);
 }
 
 bool InputWatch::probe_now() {
-    if (master_ >= 0 && !waiting_ && probe()) {
+    const bool fresh = probed_usec_ != 0 && now_usec(event_) - probed_usec_ < kFreshUsec;
+    if (master_ >= 0 && !waiting_ && !fresh && probe()) {
         // Watchers learn of it on the next turn, not inside the caller's request.
         timer_.reset();
         notify_.reset();
@@ -66,9 +69,11 @@ void InputWatch::on_timer() {
 // One probe; true when it found the program newly waiting.
 bool InputWatch::probe() {
     ++probes_;
+    probed_usec_ = std::max<std::uint64_t>(now_usec(event_), 1);
     const InputWait answer = probe_input_wait(master_, terminal_);
     if (answer.state != InputWait::State::Waiting || waiting_) return false;
     waiting_ = true;
+    wait_log_end_ = log_end_ ? log_end_() : 0;
     ++waits_;
     return true;
 }

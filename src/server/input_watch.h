@@ -7,7 +7,9 @@
 // at doubling intervals up to kMaxDelayUsec while nothing happens. Once the program is seen
 // waiting the timer stops: a blocked reader stays blocked until input or output comes, and
 // either is activity. With no one asking, no timer runs at all; LIST and COMMANDS probe once,
-// on demand (probe_now).
+// on demand (probe_now), and a probe_now within kFreshUsec of the last probe, with no activity
+// since, answers from that probe: however often clients LIST, a session costs at most one
+// probe per kFreshUsec.
 //
 // Invariants: waiting() is false after any activity until a probe says otherwise; waits()
 // counts the distinct waits seen (a watcher sends one event per wait).
@@ -26,10 +28,12 @@ class InputWatch {
   public:
     static constexpr std::uint64_t kFirstDelayUsec = 20'000;
     static constexpr std::uint64_t kMaxDelayUsec = 1'000'000;
+    static constexpr std::uint64_t kFreshUsec = 50'000;
 
     // `changed` runs (from the loop, never inside a call to this class) when waiting() becomes
-    // true.
-    InputWatch(sd_event* event, std::function<void()> changed) : event_(event), changed_(std::move(changed)) {}
+    // true. `log_end`: the session's output log's end now.
+    InputWatch(sd_event* event, std::function<void()> changed, std::function<std::uint64_t()> log_end)
+        : event_(event), changed_(std::move(changed)), log_end_(std::move(log_end)) {}
     InputWatch(const InputWatch&) = delete;
     InputWatch& operator=(const InputWatch&) = delete;
 
@@ -49,6 +53,8 @@ class InputWatch {
         return waiting_ ? std::optional<std::int64_t>(last_activity_ms_) : std::nullopt;
     }
     [[nodiscard]] std::uint64_t waits() const { return waits_; }
+    // The log's end when the wait was seen: output before it was written before the wait.
+    [[nodiscard]] std::uint64_t wait_log_end() const { return wait_log_end_; }
     [[nodiscard]] std::uint64_t probes() const { return probes_; }  // for tests and STATUS
 
   private:
@@ -58,6 +64,8 @@ class InputWatch {
 
     sd_event* event_;
     std::function<void()> changed_;
+    std::function<std::uint64_t()> log_end_;
+    std::uint64_t wait_log_end_ = 0;
     int master_ = -1;
     TerminalIdentity terminal_;
     int wanted_ = 0;
@@ -65,6 +73,7 @@ class InputWatch {
     std::int64_t last_activity_ms_ = 0;
     std::uint64_t delay_usec_ = kFirstDelayUsec;
     std::uint64_t waits_ = 0, probes_ = 0;
+    std::uint64_t probed_usec_ = 0;  // the loop's clock at the last probe; 0: none since activity
     EventSource timer_, notify_;
 };
 

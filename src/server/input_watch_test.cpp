@@ -37,7 +37,7 @@ TEST_F(InputWatchTest, SomeoneAskingLearnsOfAWaitWithoutAskingAgain) {
     ASSERT_TRUE(program.started());
     ASSERT_TRUE(program.await_output("ready"));
     int told = 0;
-    InputWatch watch(loop_.get(), [&] { ++told; });
+    InputWatch watch(loop_.get(), [&] { ++told; }, [] { return std::uint64_t{0}; });
     watch.set_terminal(program.master());
     watch.want();
     ASSERT_TRUE(run_until([&] { return told > 0; }));
@@ -59,7 +59,7 @@ TEST_F(InputWatchTest, NobodyAskingCostsNoProbe) {
     TerminalProgram program({"sh", "-c", "echo ready; read line"});
     ASSERT_TRUE(program.started());
     ASSERT_TRUE(program.await_output("ready"));
-    InputWatch watch(loop_.get(), [] {});
+    InputWatch watch(loop_.get(), [] {}, [] { return std::uint64_t{0}; });
     watch.set_terminal(program.master());
     watch.activity();
     EXPECT_EQ(sd_event_run(loop_.get(), 200'000), 0);  // no timer: the loop times out idle
@@ -81,7 +81,7 @@ TEST_F(InputWatchTest, AComputingProgramIsNeverReportedWaiting) {
     ASSERT_TRUE(program.started());
     ASSERT_TRUE(program.await_output("ready"));
     int told = 0;
-    InputWatch watch(loop_.get(), [&] { ++told; });
+    InputWatch watch(loop_.get(), [&] { ++told; }, [] { return std::uint64_t{0}; });
     watch.set_terminal(program.master());
     watch.want();
     // Over the first probes (20, 40, 80, 160 ms after the activity), none says waiting.

@@ -460,6 +460,8 @@ bool ScreenBroker::handle_advanced(std::span<const std::uint8_t> body) {
             session.answer_queries(std::span(reinterpret_cast<const std::uint8_t*>(answers.data()), answers.size()));
     }
     send_advance(*t);
+    // Last: what the session does with it may reach any connection (an EXEC that answers).
+    session.screen_advanced(offset);
     return true;
 }
 

@@ -35,6 +35,7 @@ public:
     [[nodiscard]] bool controller_has_terminal() const override { return has_terminal_; }
     void answer_queries(std::span<const std::uint8_t> bytes) override { answers_.append(bytes.begin(), bytes.end()); }
     void shell_mark(const ShellMark& mark) override { marks_.push_back(mark); }
+    void screen_advanced(std::uint64_t offset) override { advanced_ = offset; }
 
     void write(std::string_view text) {
         log_->append(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
@@ -46,6 +47,7 @@ public:
     bool bulk_ = false, has_terminal_ = false;
     std::string answers_;
     std::vector<ShellMark> marks_;
+    std::uint64_t advanced_ = 0;
 };
 
 struct Snapshot {

@@ -32,6 +32,8 @@ public:
     // Marks come in offset order from one worker; a restarted worker replays the log, and
     // with it marks already given: those at offsets seen before are the same marks.
     virtual void shell_mark(const ShellMark& mark) = 0;
+    // The worker has read the log up to `offset`: every mark before it has been given.
+    virtual void screen_advanced(std::uint64_t offset) = 0;
 
 protected:
     ~ScreenSubject() = default;

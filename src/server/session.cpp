@@ -88,7 +88,8 @@ Session::Session(const SessionContext& context, SessionOwner& owner, std::string
       unit_(std::move(unit)),
       id_(id_of_unit(unit_)),
       detached_(detached),
-      input_watch_(context.event, guarded("input watch", [this] { notify_clients(); })) {}
+      input_watch_(context.event, guarded("input watch", [this] { notify_clients(); }),
+                   [this] { return log_ ? log_->end() : 0; }) {}
 
 Session::~Session() {
     set_bulk(false);
@@ -233,6 +234,18 @@ void Session::shell_mark(const ShellMark& mark) {
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     const auto change = commands_.apply(mark, std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
     if (change.any()) notify_clients();
+}
+
+void Session::screen_advanced(std::uint64_t offset) {
+    const bool was = waiting_for_input();
+    screen_read_to_ = std::max(screen_read_to_, offset);
+    if (!was && waiting_for_input()) notify_clients();
+}
+
+bool Session::waiting_for_input() const {
+    if (!input_watch_.waiting()) return false;
+    if (!shell_ && !commands_.has_marks()) return true;
+    return screen_read_to_ >= input_watch_.wait_log_end();
 }
 
 // ---- Input -------------------------------------------------------------------------------

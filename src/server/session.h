@@ -185,7 +185,13 @@ public:
     // "bash" or "zsh" when the session was started with shell integration.
     [[nodiscard]] const std::optional<std::string>& shell() const { return shell_; }
     void set_shell(std::string shell) { shell_ = std::move(shell); }
-    // Whether the program waits for input: probed while a client asks (input_watch.h).
+    // The worker has read the log this far (ScreenSubject): the marks before it are known.
+    void screen_advanced(std::uint64_t offset) override;
+    // Whether the program waits for input: probed while a client asks (input_watch.h). A
+    // shell that reports its commands is believed waiting only once the worker has read its
+    // output up to where the wait was seen: else a command that has just ended, whose end mark
+    // is still unread, would look like a command waiting (its shell is, at its next prompt).
+    [[nodiscard]] bool waiting_for_input() const;
     [[nodiscard]] InputWatch& input_watch() { return input_watch_; }
     [[nodiscard]] const InputWatch& input_watch() const { return input_watch_; }
     // One EXEC at a time: the connection running one holds this until it answers.
@@ -261,6 +267,7 @@ private:
     CommandTracker commands_;
     std::optional<std::string> shell_;
     InputWatch input_watch_;
+    std::uint64_t screen_read_to_ = 0;  // screen_advanced
     bool exec_running_ = false;
 
     std::unique_ptr<OutputLog> log_;

@@ -119,6 +119,22 @@ TEST_P(Commands, ExecReportsEachCommandsStatusAndExactlyItsOutput) {
     EXPECT_EQ(pwd->command->cwd, "/tmp");
 }
 
+// The command's end mark comes after a mebibyte the worker must read first; meanwhile the
+// shell already waits at its next prompt. That is not the command waiting for input.
+TEST_P(Commands, ACommandWithMuchOutputIsReportedEndedNotWaiting) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string id = start_shell(GetParam());
+    ASSERT_FALSE(id.empty());
+    for (int round = 0; round < 5; ++round) {
+        const auto r = exec(id, "head -c 1048576 /dev/zero | tr '\\0' x");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->state, ExecReply::Outcome::Exited) << "round " << round;
+        EXPECT_EQ(r->exit_code, 0);
+        ASSERT_TRUE(r->command && r->command->output_end);
+        EXPECT_EQ(*r->command->output_end - r->command->output_start, 1048576u);
+    }
+}
+
 TEST_P(Commands, ACommandThatReadsALineIsReportedWaitingForInputAndEndsOnceAnswered) {
     ASSERT_NE(start_daemon(), nullptr);
     const std::string id = start_shell(GetParam());
@@ -142,6 +158,24 @@ TEST_P(Commands, ACommandThatReadsALineIsReportedWaitingForInputAndEndsOnceAnswe
     ASSERT_TRUE(waited->command);
     EXPECT_EQ(waited->command->seq, r->command->seq);
     EXPECT_EQ(waited->command->exit_code, 0);
+}
+
+TEST_P(Commands, AnUnfinishedLineIsReportedWaitingForInputAndEndsOnceFinished) {
+    ASSERT_NE(start_daemon(), nullptr);
+    const std::string id = start_shell(GetParam());
+    ASSERT_FALSE(id.empty());
+    const auto r = exec(id, "echo 'open");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->state, ExecReply::Outcome::WaitingForInput);
+    EXPECT_FALSE(r->command);  // the shell waits for the rest of the line: no command runs
+    auto sent = connect_as_account();
+    ASSERT_EQ(sent->send(protocol::encode_frame(FrameType::Send, id + "closed'\r", protocol::kVersion)), 0);
+    // No command has ended in this session: the first to end is this one, even if it ends
+    // before the WAIT arrives.
+    const auto waited = wait(R"({"id":")" + id + R"(","for":"command","after":0})");
+    ASSERT_TRUE(waited && waited->command);
+    EXPECT_EQ(waited->command->exit_code, 0);
+    EXPECT_EQ(read(id, waited->command->output_start, *waited->command->output_end), "open\r\nclosed\r\n");
 }
 
 TEST_P(Commands, TimeoutAndInterrupt) {
