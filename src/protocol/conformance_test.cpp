@@ -17,6 +17,7 @@
 #include "protocol/frame_decoder.h"
 #include "protocol/payloads.h"
 #include "protocol/screen_payloads.h"
+#include "protocol/command_payloads.h"
 #include "protocol/session_payloads.h"
 
 namespace ptyvisor::protocol {
@@ -130,6 +131,12 @@ const std::map<std::string, PayloadDecoder>& decoders() {
         {"SENT", json_decoder<decode_sent>()},
         {"DROPPED", json_decoder<decode_dropped>()},
         {"SNAPSHOT", json_decoder<decode_snapshot>()},
+        {"COMMANDS", json_decoder<decode_commands>()},
+        {"COMMAND_LIST", json_decoder<decode_command_list>()},
+        {"EXEC", json_decoder<decode_exec>()},
+        {"EXECUTED", json_decoder<decode_executed>()},
+        {"WATCH", json_decoder<decode_watch>()},
+        {"EVENT", json_decoder<decode_event>()},
         {"SCREEN",
          [](std::span<const std::uint8_t> bytes) -> Verdict {
              return encoded(decode_screen(text_of(bytes)));
