@@ -224,3 +224,140 @@ def test_a_screen_not_available_now_is_internal(fake_daemon, take):
                                  "restarting"}, version=3))
     with pytest.raises(errors.Internal, match="restarting"):
         take(path)
+
+
+# -- command-aware sessions (protocol section 11) -------------------------------------------
+
+A_RECORD = {"seq": 3, "command": "true", "cwd": "/tmp", "output_start": 40, "output_end": 40,
+            "exit_code": 0, "started_ms": 1, "ended_ms": 2}
+REFUSES_VERSION_4 = frame(9, {"code": "unsupported_version",
+                              "message": "version 4 is not supported"}, version=1)
+
+
+def executed(**changes):
+    body = {"id": SID, "state": "exited", "exit_code": 0, "command": A_RECORD, "offset": 60,
+            "session_state": "running"}
+    return frame(32, body | changes, version=4)
+
+
+def exec_with(path):
+    return ptyvisor.Client(path, timeout=10).exec(SID, "true", timeout=5)
+
+
+def async_exec_with(path):
+    async def scenario():
+        return await ptyvisor.AsyncClient(path, timeout=10).exec(SID, "true", timeout=5)
+    return asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+@pytest.mark.parametrize("take", [exec_with, async_exec_with])
+def test_exec_asks_in_version_4(fake_daemon, take):
+    path = fake_daemon(executed())
+    result = take(path)
+    assert (result.state, result.exit_code, result.seq, result.output) == ("exited", 0, 3, b"")
+    assert result.record.cwd == "/tmp" and not result.truncated
+    request = fake_daemon.requests[0]
+    assert request[:4] == b"PV\x04\x1f"                 # version 4, EXEC
+    assert json.loads(request[8:]) == {"id": SID, "command": "true", "timeout_ms": 5000}
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.exec(SID, "true"),
+    lambda c: c.commands(SID),
+    lambda c: c.wait(SID, for_="command"),
+    lambda c: c.wait(SID, "prompt"),
+    lambda c: c.watch(SID).next_event(10),
+    lambda c: c.start(["bash", "-i"], shell_integration=True),
+], ids=["exec", "commands", "wait_command", "wait_prompt", "watch", "start"])
+def test_a_daemon_without_version_4_does_not_offer_commands(fake_daemon, call):
+    path = fake_daemon(REFUSES_VERSION_4)
+    with pytest.raises(errors.UnsupportedVersion, match="command-aware sessions"):
+        call(ptyvisor.Client(path, timeout=10))
+    assert fake_daemon.requests[0][2] == 4
+
+
+def test_an_async_client_against_a_daemon_without_version_4(fake_daemon):
+    path = fake_daemon(REFUSES_VERSION_4)
+
+    async def scenario():
+        return await (await ptyvisor.AsyncClient(path, timeout=10).watch(SID)).next_event()
+    with pytest.raises(errors.UnsupportedVersion, match="command-aware sessions"):
+        asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
+def test_older_requests_stay_in_version_2_unchanged(fake_daemon):
+    waited = {"matched": True, "reason": "exit", "state": "exited", "offset": 7,
+              "exit": {"status": "exited", "code": 0, "reason": "exited"}}
+    path = fake_daemon(frame(21, waited))
+    result = ptyvisor.Client(path, timeout=10).wait(SID, timeout=5)
+    assert result.reason == "exit" and result.command is None
+    request = fake_daemon.requests[0]
+    assert request[:4] == b"PV\x02\x14"                 # version 2, WAIT
+    assert json.loads(request[8:]) == {"id": SID, "for": "exit", "timeout_ms": 5000}
+
+
+def test_wait_for_a_command_sends_after_and_returns_the_record(fake_daemon):
+    waited = {"matched": True, "reason": "command", "state": "running", "offset": 60,
+              "exit": None, "command": A_RECORD}
+    path = fake_daemon(frame(21, waited, version=4))
+    result = ptyvisor.Client(path, timeout=10).wait(SID, for_="command", after=2, timeout=5)
+    assert result.command.seq == 3 and result.command.exit_code == 0
+    request = fake_daemon.requests[0]
+    assert request[:4] == b"PV\x04\x14"
+    assert json.loads(request[8:]) == {"id": SID, "for": "command", "after": 2,
+                                       "timeout_ms": 5000}
+
+
+def test_list_entries_default_the_members_a_daemon_leaves_out(fake_daemon):
+    bare = {"id": SID, "state": "running"}
+    full = {"id": "b" * 32, "state": "running", "shell": "zsh", "at_prompt": True,
+            "waiting_for_input": True, "waiting_since": 1234, "last_command": A_RECORD}
+    path = fake_daemon(frame(17, {"sessions": [bare, full]}))
+    old, new = list_with(path)
+    assert (old.shell, old.at_prompt, old.waiting_for_input, old.waiting_since,
+            old.last_command) == (None, False, False, None, None)
+    assert (new.shell, new.at_prompt, new.waiting_for_input, new.waiting_since) == (
+        "zsh", True, True, 1234)
+    assert new.last_command.seq == 3
+    assert fake_daemon.requests[0][:4] == b"PV\x02\x10"   # LIST stays in version 2
+
+
+@pytest.mark.parametrize("reply", [
+    executed(state="finished"),                                       # no such state
+    executed(command=A_RECORD | {"output_end": 10}),                  # ends before it starts
+    executed(command=A_RECORD | {"exit_code": 300}),
+    executed(command="true"),
+    frame(32, {"id": SID, "state": "exited"}, version=4),             # members missing
+    frame(32, {"id": SID, "state": "exited", "exit_code": 0, "command": None, "offset": 1,
+               "session_state": "running"}, version=3),               # EXECUTED is version 4
+], ids=["state", "range", "exit_code", "record", "missing", "version_3"])
+def test_a_malformed_executed_is_a_protocol_error(fake_daemon, reply):
+    with pytest.raises(errors.ProtocolError):
+        exec_with(fake_daemon(reply))
+
+
+def test_watch_decodes_events_and_stops_after_exit(fake_daemon):
+    events = (frame(34, {"event": "command_start", "offset": 5,
+                         "command": A_RECORD | {"output_end": None, "exit_code": None,
+                                                "ended_ms": None}}, version=4)
+              + frame(34, {"event": "input", "offset": 6, "since_ms": 99}, version=4)
+              + frame(34, {"event": "something_new", "offset": 6}, version=4)
+              + frame(34, {"event": "exit", "offset": 7,
+                           "exit": {"status": "exited", "code": 1, "reason": "exited"}},
+                      version=4))
+    with ptyvisor.Client(fake_daemon(events), timeout=10).watch(SID) as watch:
+        seen = list(watch)
+    assert [e.event for e in seen] == ["command_start", "input", "something_new", "exit"]
+    assert seen[0].command.running and seen[1].since_ms == 99 and seen[3].exit.code == 1
+    assert fake_daemon.requests[0][:4] == b"PV\x04\x21"
+
+
+@pytest.mark.parametrize("reply", [
+    frame(34, {"event": "command_end", "offset": 5}, version=4),       # without its record
+    frame(34, {"event": "exit", "offset": 5}, version=4),              # without EXIT
+    frame(34, {"event": "prompt", "offset": 5}, version=4),            # then closed: no exit
+])
+def test_a_broken_watch_is_a_typed_error(fake_daemon, reply):
+    watch = ptyvisor.Client(fake_daemon(reply), timeout=10).watch(SID)
+    with pytest.raises((errors.ProtocolError, errors.ConnectionLost)):
+        list(watch)

@@ -1,4 +1,5 @@
-"""The session calls of protocol versions 2 and 3, for asyncio: AsyncClient mirrors Client.
+"""The session calls of protocol versions 2, 3 and 4, for asyncio: AsyncClient mirrors Client
+(and AsyncWatch mirrors Watch), each request in the version Client uses for it.
 
 START's cwd descriptor rides on a sendmsg that asyncio's streams cannot make, so the
 connection is made and START written on the bare non-blocking socket, then handed to
@@ -11,9 +12,12 @@ import asyncio
 import os
 import socket
 
+from . import commands as cmds
 from . import protocol
 from .client import (kill_body, log_from, log_length, protocol_json, screen_from,
-                     send_payload, sessions_from, snapshot_refusal, start_body, wait_body)
+                     send_payload, sessions_from, snapshot_refusal, start_body, start_version,
+                     wait_body)
+from .commands import CommandList, Event, ExecResult, Executed
 from .connection import open_directory, send_with_fd
 from .errors import ConnectionLost, ProtocolError, UnsupportedVersion, error_from_payload
 from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, Screen, SessionInfo,
@@ -110,8 +114,8 @@ class AsyncClient:
         self.socket_path = socket_path or protocol.default_socket_path()
         self.timeout = timeout
 
-    async def _ask(self, ftype, payload, reply, timeout=-1) -> dict:
-        conn = await _AsyncConnection.open(self.socket_path)
+    async def _ask(self, ftype, payload, reply, timeout=-1, version=protocol.VERSION) -> dict:
+        conn = await _AsyncConnection.open(self.socket_path, version=version)
         try:
             await conn.send(ftype, payload)
             return await asyncio.wait_for(conn.reply(reply),
@@ -119,18 +123,31 @@ class AsyncClient:
         finally:
             conn.close()
 
+    async def _ask_v4(self, call, ftype, body, reply, timeout=-1) -> dict:
+        try:
+            return await self._ask(ftype, protocol_json(body), reply, timeout,
+                                   protocol.COMMANDS_VERSION)
+        except UnsupportedVersion as e:
+            raise cmds.commands_refusal(e, call) from None
+
     async def start(self, argv, *, cwd=None, env=None, term="xterm-256color", rows=24,
-                    cols=80) -> Started:
+                    cols=80, shell_integration=False) -> Started:
+        version = start_version(shell_integration)
         fd = open_directory(cwd)
         try:
             data = protocol.encode_json_frame(
-                FrameType.START, start_body(argv, fd, env, term, rows, cols, True))
-            conn = await _AsyncConnection.open(self.socket_path, (data, fd))
+                FrameType.START, start_body(argv, fd, env, term, rows, cols, True,
+                                            shell_integration), version)
+            conn = await _AsyncConnection.open(self.socket_path, (data, fd), version)
         finally:
             os.close(fd)
         try:
             return Started.from_payload(await asyncio.wait_for(conn.reply(FrameType.STARTED),
                                                                self.timeout))
+        except UnsupportedVersion as e:
+            if shell_integration:
+                raise cmds.commands_refusal(e, "start(shell_integration=True)") from None
+            raise
         finally:
             conn.close()
 
@@ -185,9 +202,13 @@ class AsyncClient:
         return log_from(head, bytes(data))
 
     async def wait(self, session_id, until="exit", *, pattern=None, quiet=None, offset=None,
-                   timeout: float | None = 30.0) -> Waited:
-        body = wait_body(session_id, until, pattern, quiet, offset, timeout)
+                   timeout: float | None = 30.0, for_=None, after=None) -> Waited:
+        until = cmds.wait_condition(until, for_)
+        body = wait_body(session_id, until, pattern, quiet, offset, timeout, after)
         wait_for = (timeout if timeout is not None else 86400.0) + _SLACK
+        if until in cmds.WAIT_CONDITIONS:
+            return Waited.from_payload(await self._ask_v4(
+                f"wait(for_={until!r})", FrameType.WAIT, body, FrameType.WAITED, wait_for))
         return Waited.from_payload(await self._ask(FrameType.WAIT, protocol_json(body),
                                                    FrameType.WAITED, wait_for))
 
@@ -213,6 +234,100 @@ class AsyncClient:
         finally:
             conn.close()
         return screen_from(body, request)
+
+    async def commands(self, session_id, since: int = 0) -> CommandList:
+        """As Client.commands (COMMANDS, version 4)."""
+        return CommandList.from_payload(await self._ask_v4(
+            "commands()", FrameType.COMMANDS, cmds.commands_body(session_id, since),
+            FrameType.COMMAND_LIST))
+
+    async def exec(self, session_id, command: str, timeout: float | None = 30.0, *,
+                   interrupt: bool = False, max_output_bytes: int | None = None) -> ExecResult:
+        """As Client.exec (EXEC, version 4, then READ for the output)."""
+        body = cmds.exec_body(session_id, command, timeout, interrupt)
+        executed = Executed.from_payload(await self._ask_v4(
+            "exec()", FrameType.EXEC, body, FrameType.EXECUTED,
+            cmds.exec_reply_wait(timeout, interrupt, _SLACK)))
+        begin, end, truncated = executed.output_range(max_output_bytes)
+        out = bytearray()
+        position_now, lost = begin, False
+        while position_now < end:
+            log = await self.read(session_id, position_now,
+                                  min(end - position_now, cmds.OUTPUT_PAGE_BYTES))
+            if log.offset > position_now:
+                lost = True
+            if log.offset >= end or not log.data:
+                break
+            out += log.data[:end - log.offset]
+            position_now = log.offset + len(log.data)
+        return ExecResult.build(executed, bytes(out), truncated or lost)
+
+    async def watch(self, session_id) -> "AsyncWatch":
+        """As Client.watch: `async for event in watch` (WATCH, version 4)."""
+        conn = await _AsyncConnection.open(self.socket_path,
+                                           version=protocol.COMMANDS_VERSION)
+        try:
+            await conn.send(FrameType.WATCH, protocol_json({"id": check_id(session_id)}))
+        except BaseException:
+            conn.close()
+            raise
+        return AsyncWatch(conn)
+
+
+class AsyncWatch:
+    """As Watch: `async for event in watch` yields Event objects as they happen and stops
+    after "exit"; close() (or leaving an async with block) unsubscribes."""
+
+    def __init__(self, conn: _AsyncConnection):
+        self._conn = conn
+        self.ended = False
+
+    async def next_event(self) -> Event | None:
+        """The next event; None once the session's exit has been told."""
+        if self.ended:
+            return None
+        try:
+            frame = await self._conn.next_frame()
+            if frame is None:
+                raise ConnectionLost("the daemon closed the watch without an exit event")
+            ftype, payload = frame
+            if ftype == FrameType.ERROR:
+                error = error_from_payload(protocol.decode_json(ftype, payload))
+                if isinstance(error, UnsupportedVersion):
+                    raise cmds.commands_refusal(error, "watch()")
+                raise error
+            if ftype != FrameType.EVENT:
+                raise ProtocolError(f"unexpected frame type {ftype} in a watch")
+            event = Event.from_payload(protocol.decode_json(ftype, payload))
+        except BaseException:
+            self.close()
+            raise
+        if event.event == "exit":
+            self.close()
+        return event
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> Event:
+        event = await self.next_event()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    def close(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self._conn.close()
+
+    async def aclose(self) -> None:
+        self.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        self.close()
 
 
 class AsyncAttachment:

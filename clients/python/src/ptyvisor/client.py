@@ -1,20 +1,24 @@
-"""The session calls of protocol version 2 (section 9) and the screen of version 3
-(section 10), blocking.
+"""The session calls of protocol version 2 (section 9), the screen of version 3 (section
+10) and the command-aware sessions of version 4 (section 11), blocking.
 
-Each call is one connection: START (detached) returns the id; attach() keeps its connection
-open in an Attachment; list, read, wait, kill, send and snapshot ask once and return the
-reply. snapshot()'s connection speaks version 3, every other one version 2 (the version is
-per connection, section 8). Timeouts are in seconds, as Python's are; None waits as long as
-the daemon takes.
+Each call is one connection: START (detached) returns the id; attach() and watch() keep
+their connection open (an Attachment, a Watch); list, read, wait, kill, send, snapshot,
+commands and exec ask once and return the reply. A connection speaks the oldest version that
+has its request (the version is per connection, section 8): snapshot() version 3; commands(),
+exec(), watch(), start(shell_integration=True) and wait() for a command, a prompt or input
+version 4; every other one version 2, so that an older daemon answers them as before.
+Timeouts are in seconds, as Python's are; None waits as long as the daemon takes.
 """
 
 from __future__ import annotations
 
 import os
 
+from . import commands as cmds
 from . import protocol
+from .commands import CommandList, Event, ExecResult, Executed
 from .connection import Connection, Relay, deadline_after, expect_reply, open_directory
-from .errors import ConnectionLost, ProtocolError, UnsupportedVersion
+from .errors import ConnectionLost, ProtocolError, UnsupportedVersion, error_from_payload
 from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, Screen, SessionInfo,
                        Started, Waited, check_id, member, position)
 
@@ -23,7 +27,8 @@ MAX_READ_BYTES = 67108864   # READ's max_bytes bound (9.6)
 _SLACK = 10.0   # how much longer than the daemon's own timeout we wait for its reply
 
 
-def start_body(argv, cwd_fd: int, env, term, rows: int, cols: int, detach: bool) -> dict:
+def start_body(argv, cwd_fd: int, env, term, rows: int, cols: int, detach: bool,
+               shell_integration: bool = False) -> dict:
     argv = [str(a) for a in argv]
     if not argv or not argv[0]:
         raise ValueError("argv needs a non-empty argv[0]")
@@ -34,10 +39,18 @@ def start_body(argv, cwd_fd: int, env, term, rows: int, cols: int, detach: bool)
         body["term"] = term
     if detach:
         body["detach"] = True
+    if shell_integration:
+        body["shell_integration"] = True
     return body
 
 
-def wait_body(session_id, until, pattern, quiet, offset, timeout) -> dict:
+def start_version(shell_integration: bool) -> int:
+    """START's connection version: `shell_integration` is ignored below version 4 (11)."""
+    return protocol.COMMANDS_VERSION if shell_integration else protocol.VERSION
+
+
+def wait_body(session_id, until, pattern, quiet, offset, timeout, after=None) -> dict:
+    cmds.check_after(after, until)
     body: dict = {"id": check_id(session_id), "for": until}
     if until == "text":
         if pattern is None:
@@ -48,11 +61,19 @@ def wait_body(session_id, until, pattern, quiet, offset, timeout) -> dict:
         if quiet is None:
             raise ValueError("wait(until='quiet') needs quiet (seconds)")
         body["quiet_ms"] = max(1, round(quiet * 1000))
-    elif until != "exit":
-        raise ValueError(f"until is 'exit', 'quiet' or 'text', not {until!r}")
+    elif until == "command":
+        if after is not None:
+            body["after"] = after
+    elif until not in ("exit", *cmds.WAIT_CONDITIONS):
+        raise ValueError("until is 'exit', 'quiet', 'text', 'command', 'prompt' or 'input', "
+                         f"not {until!r}")
     if timeout is not None:
         body["timeout_ms"] = max(0, round(timeout * 1000))
     return body
+
+
+def wait_version(until: str) -> int:
+    return protocol.COMMANDS_VERSION if until in cmds.WAIT_CONDITIONS else protocol.VERSION
 
 
 def kill_body(session_id, signal) -> dict:
@@ -116,8 +137,9 @@ class Client:
     def _connect(self) -> Connection:
         return Connection(self.socket_path)
 
-    def _ask(self, ftype: int, payload: bytes, reply: int, timeout: float | None = -1) -> dict:
-        conn = self._connect()
+    def _ask(self, ftype: int, payload: bytes, reply: int, timeout: float | None = -1,
+             version: int = protocol.VERSION) -> dict:
+        conn = Connection(self.socket_path, version)
         try:
             conn.send_frame(ftype, payload)
             return expect_reply(conn, reply, deadline_after(self.timeout if timeout == -1
@@ -125,18 +147,36 @@ class Client:
         finally:
             conn.close()
 
+    def _ask_v4(self, call: str, ftype: int, body: dict, reply: int,
+                timeout: float | None = -1) -> dict:
+        """A request of version 4; an older daemon's refusal says what is missing."""
+        try:
+            return self._ask(ftype, protocol_json(body), reply, timeout,
+                             protocol.COMMANDS_VERSION)
+        except UnsupportedVersion as e:
+            raise cmds.commands_refusal(e, call) from None
+
     def start(self, argv, *, cwd=None, env: dict[str, str] | None = None,
-              term: str | None = "xterm-256color", rows: int = 24, cols: int = 80) -> Started:
-        """Starts argv detached (it outlives this call) and returns its Started (.id)."""
-        conn = self._connect()
+              term: str | None = "xterm-256color", rows: int = 24, cols: int = 80,
+              shell_integration: bool = False) -> Started:
+        """Starts argv detached (it outlives this call) and returns its Started (.id).
+        shell_integration=True: argv is bash or zsh (options -i, -l, --login only), started
+        with the daemon's integration script so that exec(), commands() and watch() know its
+        commands (protocol 11.2)."""
+        conn = Connection(self.socket_path, start_version(shell_integration))
         try:
             fd = open_directory(cwd)
             try:
-                conn.send_start(start_body(argv, fd, env, term, rows, cols, True), fd)
+                conn.send_start(start_body(argv, fd, env, term, rows, cols, True,
+                                           shell_integration), fd)
             finally:
                 os.close(fd)
             return Started.from_payload(expect_reply(conn, FrameType.STARTED,
                                                      deadline_after(self.timeout)))
+        except UnsupportedVersion as e:
+            if shell_integration:
+                raise cmds.commands_refusal(e, "start(shell_integration=True)") from None
+            raise
         finally:
             conn.close()
 
@@ -188,14 +228,23 @@ class Client:
             conn.close()
 
     def wait(self, session_id: str, until: str = "exit", *, pattern=None,
-             quiet: float | None = None, offset=None, timeout: float | None = 30.0) -> Waited:
+             quiet: float | None = None, offset=None, timeout: float | None = 30.0,
+             for_: str | None = None, after: int | None = None) -> Waited:
         """Waits on the daemon for the session to exit, to print `pattern` (an RE2 regular
         expression over the raw bytes, from `offset`), or to go `quiet` seconds without
-        output, at most `timeout` seconds. Waited.reason says which held, or "timeout"."""
-        body = wait_body(session_id, until, pattern, quiet, offset, timeout)
+        output, at most `timeout` seconds. Waited.reason says which held, or "timeout".
+        Version 4 (shell integration, protocol 11.5): until (or for_) "command" waits for
+        the end of a command whose seq is greater than `after` (default: the next one to
+        end) and puts its record in Waited.command; "prompt" for the shell's prompt;
+        "input" until the session waits for input."""
+        until = cmds.wait_condition(until, for_)
+        body = wait_body(session_id, until, pattern, quiet, offset, timeout, after)
         wait_for = None if timeout is None else timeout + _SLACK
         if timeout is None:
             wait_for = 86400.0 + _SLACK
+        if until in cmds.WAIT_CONDITIONS:
+            return Waited.from_payload(self._ask_v4(f"wait(for_={until!r})", FrameType.WAIT,
+                                                    body, FrameType.WAITED, wait_for))
         return Waited.from_payload(self._ask(FrameType.WAIT, protocol_json(body),
                                              FrameType.WAITED, wait_for))
 
@@ -227,6 +276,120 @@ class Client:
         finally:
             conn.close()
         return screen_from(body, request)
+
+    def commands(self, session_id: str, since: int = 0) -> CommandList:
+        """The session's command records (protocol 11.3): `commands` those ended with
+        seq > since, `current` the running one, and `at_prompt`, `waiting_for_input`,
+        `shell`, `first_seq`."""
+        return CommandList.from_payload(self._ask_v4(
+            "commands()", FrameType.COMMANDS, cmds.commands_body(session_id, since),
+            FrameType.COMMAND_LIST))
+
+    def exec(self, session_id: str, command: str, timeout: float | None = 30.0, *,
+             interrupt: bool = False, max_output_bytes: int | None = None) -> ExecResult:
+        """Runs one command line in the session's shell as if typed, once it is at its
+        prompt, and returns when it has ended (protocol 11.4): its exit code and output
+        (ExecResult). At `timeout` seconds it returns state "timeout" with the command still
+        running, or with interrupt=True sends Ctrl-C and returns "interrupted" once it has
+        ended. A command that waits for input on the terminal returns "waiting_for_input".
+        Raises NoShellIntegration for a session without shell integration, Busy while
+        another exec() runs in it, SessionEnded once it has exited."""
+        body = cmds.exec_body(session_id, command, timeout, interrupt)
+        executed = Executed.from_payload(self._ask_v4(
+            "exec()", FrameType.EXEC, body, FrameType.EXECUTED,
+            cmds.exec_reply_wait(timeout, interrupt, _SLACK)))
+        begin, end, truncated = executed.output_range(max_output_bytes)
+        output, lost = self._read_range(session_id, begin, end)
+        return ExecResult.build(executed, output, truncated or lost)
+
+    def _read_range(self, session_id: str, begin: int, end: int) -> tuple[bytes, bool]:
+        """The log's bytes [begin, end), page by page (a LOG may hold less than asked,
+        9.6), and whether the log had dropped some of them."""
+        out = bytearray()
+        position_now, lost = begin, False
+        while position_now < end:
+            log = self.read(session_id, position_now,
+                            min(end - position_now, cmds.OUTPUT_PAGE_BYTES))
+            if log.offset > position_now:
+                lost = True
+            if log.offset >= end or not log.data:
+                break
+            out += log.data[:end - log.offset]
+            position_now = log.offset + len(log.data)
+        return bytes(out), lost
+
+    def watch(self, session_id: str) -> "Watch":
+        """Subscribes to the session's events (protocol 11.6): iterate over the Watch for
+        Event objects as they happen (command_start, command_end, prompt, input, exit);
+        the iteration ends after "exit". Events from the moment the daemon reads the
+        request on; close() (or leaving a with block) unsubscribes."""
+        conn = Connection(self.socket_path, protocol.COMMANDS_VERSION)
+        try:
+            conn.send_json(FrameType.WATCH, {"id": check_id(session_id)})
+        except BaseException:
+            conn.close()
+            raise
+        return Watch(conn)
+
+
+class Watch:
+    """The events of one session over a WATCH connection. `for event in watch` blocks for
+    each; next_event(timeout) waits at most `timeout` seconds (TimeoutError). After the
+    "exit" event, iteration stops and the connection is closed."""
+
+    def __init__(self, conn: Connection):
+        self._conn = conn
+        self.ended = False
+
+    def next_event(self, timeout: float | None = None) -> Event | None:
+        """The next event; None once the session's exit has been told."""
+        if self.ended:
+            return None
+        try:
+            frame = self._conn.next_frame(deadline_after(timeout))
+        except TimeoutError:
+            raise
+        except BaseException:
+            self.close()
+            raise
+        if frame is None:
+            self.close()
+            raise ConnectionLost("the daemon closed the watch without an exit event")
+        ftype, payload = frame
+        try:
+            if ftype == FrameType.ERROR:
+                error = error_from_payload(protocol.decode_json(ftype, payload))
+                if isinstance(error, UnsupportedVersion):
+                    raise cmds.commands_refusal(error, "watch()")
+                raise error
+            if ftype != FrameType.EVENT:
+                raise ProtocolError(f"unexpected frame type {ftype} in a watch")
+            event = Event.from_payload(protocol.decode_json(ftype, payload))
+        except BaseException:
+            self.close()
+            raise
+        if event.event == "exit":
+            self.close()
+        return event
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> Event:
+        event = self.next_event()
+        if event is None:
+            raise StopIteration
+        return event
+
+    def close(self) -> None:
+        self.ended = True
+        self._conn.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def protocol_json(body: dict) -> bytes:

@@ -22,6 +22,7 @@ from ._wire import (BOUNDS, FROM_DAEMON, HEADER_SIZE, LAST_TYPE_OF_VERSION, MAGI
 
 VERSION = 2            # the version of every connection but SNAPSHOT's (section 8)
 SCREEN_VERSION = 3     # SNAPSHOT/SCREEN (section 10) exist from this version on
+COMMANDS_VERSION = 4   # shell_integration, COMMANDS, EXEC, WATCH, WAIT for a command (11)
 _HEADER = struct.Struct(">2sBBI")
 
 DEFAULT_SOCKET_PATH = "/run/ptyvisor/ptyvisor.sock"   # src/client/default_socket.h
@@ -236,8 +237,53 @@ class Started:
 
 
 @dataclass(frozen=True)
+class CommandRecord:
+    """A command record (11.2): one command line the session's shell ran. Its output is the
+    log's bytes [output_start, output_end); `output_end`, `exit_code` and `ended_ms` are
+    None while it runs (`exit_code` also when the shell reported no status)."""
+
+    seq: int
+    command: str
+    cwd: str
+    output_start: int
+    output_end: int | None
+    exit_code: int | None
+    started_ms: int
+    ended_ms: int | None
+
+    @property
+    def running(self) -> bool:
+        return self.output_end is None
+
+    @classmethod
+    def from_payload(cls, body: Any) -> "CommandRecord":
+        if not isinstance(body, dict):
+            raise ProtocolError("a command record is not an object")
+        record = cls(seq=member(body, "seq", int), command=member(body, "command", str, ""),
+                     cwd=member(body, "cwd", str, ""),
+                     output_start=member(body, "output_start", int),
+                     output_end=member(body, "output_end", int, None),
+                     exit_code=member(body, "exit_code", int, None),
+                     started_ms=member(body, "started_ms", int, 0),
+                     ended_ms=member(body, "ended_ms", int, None))
+        if record.output_end is not None and record.output_end < record.output_start:
+            raise ProtocolError("a command record whose output ends before it starts")
+        if record.exit_code is not None and record.exit_code > 255:
+            raise ProtocolError(f"a command record with exit code {record.exit_code}")
+        return record
+
+
+def record_or_none(value: Any) -> CommandRecord | None:
+    """A `command` member: null, or a command record."""
+    return None if value is None else CommandRecord.from_payload(value)
+
+
+@dataclass(frozen=True)
 class SessionInfo:
-    """One entry of SESSIONS (9.5)."""
+    """One entry of SESSIONS (9.5), with the members of 11.5, which the daemon sends only
+    when they are not null or false: `shell` ("bash", "zsh" or None), `at_prompt`,
+    `waiting_for_input`, `waiting_since` (Unix ms) and `last_command` (the running record,
+    else the newest ended one)."""
 
     id: str
     unit: str
@@ -252,6 +298,11 @@ class SessionInfo:
     created: int
     detached: bool
     raw: dict = field(repr=False, compare=False, default_factory=dict)
+    shell: str | None = None
+    at_prompt: bool = False
+    waiting_for_input: bool = False
+    waiting_since: int | None = None
+    last_command: CommandRecord | None = None
 
     @classmethod
     def from_payload(cls, body: dict) -> "SessionInfo":
@@ -264,7 +315,12 @@ class SessionInfo:
                    start=member(body, "start", int, 0), offset=member(body, "offset", int, 0),
                    clients=member(body, "clients", int, 0),
                    created=member(body, "created", int, 0),
-                   detached=member(body, "detached", bool, False), raw=body)
+                   detached=member(body, "detached", bool, False), raw=body,
+                   shell=member(body, "shell", str, None),
+                   at_prompt=member(body, "at_prompt", bool, False),
+                   waiting_for_input=member(body, "waiting_for_input", bool, False),
+                   waiting_since=member(body, "waiting_since", int, None),
+                   last_command=record_or_none(body.get("last_command")))
 
 
 @dataclass(frozen=True)
@@ -283,7 +339,8 @@ class Log:
 
 @dataclass(frozen=True)
 class Waited:
-    """WAITED (9.7)."""
+    """WAITED (9.7; `command`, the record of the command that ended, for a WAIT for a
+    command, 11.5)."""
 
     matched: bool
     reason: str
@@ -292,6 +349,7 @@ class Waited:
     offset: int
     match_start: int | None = None
     match_end: int | None = None
+    command: CommandRecord | None = None
 
     @classmethod
     def from_payload(cls, body: dict) -> "Waited":
@@ -299,7 +357,8 @@ class Waited:
                    state=member(body, "state", str, ""), exit=exit_or_none(body.get("exit")),
                    offset=member(body, "offset", int, 0),
                    match_start=member(body, "match_start", int, None),
-                   match_end=member(body, "match_end", int, None))
+                   match_end=member(body, "match_end", int, None),
+                   command=record_or_none(body.get("command")))
 
 
 @dataclass(frozen=True)

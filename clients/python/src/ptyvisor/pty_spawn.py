@@ -19,8 +19,9 @@ import time
 
 from . import protocol
 from .connection import Connection, Relay, deadline_after, expect_reply, open_directory
-from .client import Client, protocol_json, start_body
-from .errors import EOF, TIMEOUT, ExceptionPexpect
+from .client import Client, protocol_json, start_body, start_version
+from .commands import commands_refusal
+from .errors import EOF, TIMEOUT, ExceptionPexpect, UnsupportedVersion
 from .protocol import FrameType, Screen
 
 _CONTROL_NAMES = {"@": 0, "`": 0, "[": 27, "\\": 28, "]": 29, "^": 30, "_": 31, "?": 127}
@@ -28,12 +29,15 @@ _CONTROL_NAMES = {"@": 0, "`": 0, "[": 27, "\\": 28, "]": 29, "^": 30, "_": 31, 
 
 class spawn:  # noqa: N801 - pexpect's name
     """spawn(command, args=[], timeout=30, ..., cwd=None, env=None, encoding=None,
-    dimensions=None): pexpect.spawn's signature; see the module's docstring."""
+    dimensions=None): pexpect.spawn's signature; see the module's docstring.
+    shell_integration=True (not pexpect's) starts bash or zsh with the daemon's shell
+    integration, so that Client(...).commands(child.id) and wait(child.id, for_="command")
+    know its commands (protocol 11.2)."""
 
     def __init__(self, command, args=None, timeout=30, maxread=2000, searchwindowsize=None,
                  logfile=None, cwd=None, env=None, ignore_sighup=False, echo=True,
                  preexec_fn=None, encoding=None, codec_errors="strict", dimensions=None,
-                 use_poll=False, socket_path=None):
+                 use_poll=False, socket_path=None, shell_integration=False):
         if not echo:
             raise ExceptionPexpect("ptyvisor.spawn: echo=False is not supported")
         if preexec_fn is not None:
@@ -71,7 +75,7 @@ class spawn:  # noqa: N801 - pexpect's name
         self.name = "<" + " ".join(self.args) + ">"
         rows, cols = dimensions if dimensions is not None else (24, 80)
         self._winsize = (rows, cols)
-        self._start(cwd, env, rows, cols, socket_path)
+        self._start(cwd, env, rows, cols, socket_path, shell_integration)
 
     # -- starting ------------------------------------------------------------------------
 
@@ -84,19 +88,24 @@ class spawn:  # noqa: N801 - pexpect's name
             raise ExceptionPexpect("The command was not found or was not executable: ''")
         return argv
 
-    def _start(self, cwd, env, rows, cols, socket_path) -> None:
+    def _start(self, cwd, env, rows, cols, socket_path, shell_integration=False) -> None:
         env = dict(os.environ) if env is None else dict(env)
-        conn = Connection(socket_path)
+        conn = Connection(socket_path, start_version(shell_integration))
         try:
             fd = open_directory(cwd)
             try:
                 body = start_body(self.args, fd, env, env.get("TERM") or "dumb", rows, cols,
-                                  False)
+                                  False, shell_integration)
                 conn.send_start(body, fd)
             finally:
                 os.close(fd)
             started = protocol.Started.from_payload(
                 expect_reply(conn, FrameType.STARTED, deadline_after(30.0)))
+        except UnsupportedVersion as e:
+            conn.close()
+            if shell_integration:
+                raise commands_refusal(e, "spawn(shell_integration=True)") from None
+            raise
         except BaseException:
             conn.close()
             raise
