@@ -1,16 +1,19 @@
 // The session calls of protocol version 2 (docs/protocol.md, section 9): start detached,
-// attach, list, read, wait, kill, send; and the screen of version 3 (section 10): snapshot.
-// Each call is one connection; each takes an AbortSignal that closes it (a WAIT so cancelled
-// is dropped by the daemon).
+// attach, list, read, wait, kill, send; the screen of version 3 (section 10): snapshot; and the
+// commands of version 4 (section 11): exec, commands, watch, wait for a command, a prompt or
+// input. Each call is one connection; each takes an AbortSignal that closes it (a WAIT so
+// cancelled is dropped by the daemon). Only the calls that need a newer version negotiate it:
+// the rest work against any daemon of version 2.
 import fs from "node:fs";
 import { ConnectionLostError, ProtocolError, PtyvisorError, ServerError, UnsupportedVersionError } from "./errors.js";
 import { Connection, expectJson, resolveSocketPath } from "./connection.js";
-import { encodeFrame, FrameType, MAX_IO_PAYLOAD, SCREEN_PROTOCOL_VERSION } from "./frame.js";
+import { COMMANDS_PROTOCOL_VERSION, encodeFrame, FrameType, MAX_IO_PAYLOAD, SCREEN_PROTOCOL_VERSION } from "./frame.js";
 import { sendfd } from "./native.js";
-import { killed, logHeader, sessionInfo, started, waited } from "./parse.js";
+import { commandList, executed, killed, logHeader, sessionInfo, started, waited } from "./parse.js";
 import { parseScreen, type Screen, type SnapshotOptions } from "./screen.js";
 import { Session, signalNumber } from "./session.js";
-import type { KilledResult, Position, ReadResult, SessionInfo, StartedInfo, WaitResult } from "./types.js";
+import type { CommandList, ExecResult, KilledResult, Position, ReadResult, SessionInfo, StartedInfo, WaitResult } from "./types.js";
+import { Watch } from "./watch.js";
 
 export interface ClientOptions {
   /** The daemon's socket; default PTYVISOR_SOCKET, else /run/ptyvisor/ptyvisor.sock. */
@@ -26,6 +29,12 @@ export interface StartOptions {
   term?: string;
   rows?: number;
   cols?: number;
+  /**
+   * Start the shell with the daemon's integration script (11.2), for exec(), commands() and
+   * the command events: argv[0] must name bash or zsh, with no arguments but -i, -l or --login.
+   * Needs protocol version 4 (the START is sent in it).
+   */
+  shellIntegration?: boolean;
   signal?: AbortSignal;
 }
 
@@ -47,7 +56,28 @@ export type WaitOptions = { timeoutMs?: number; signal?: AbortSignal } & (
   | { for?: "exit" }
   | { for: "quiet"; quietMs: number }
   | { for: "text"; pattern: string; from?: Position }
+  /**
+   * Version 4 (11.5): until a command with a seq above `after` has ended (default: the newest
+   * ended one when the WAIT arrives, i.e. the next command to end). After an exec() that
+   * returned "waiting_for_input" or "timeout", pass `after: result.seq - 1`.
+   */
+  | { for: "command"; after?: number }
+  /** Version 4: until the shell shows its prompt. */
+  | { for: "prompt" }
+  /** Version 4: until the session waits for input (its shell's prompt included). */
+  | { for: "input" }
 );
+
+export interface ExecOptions {
+  /** Bounds the whole EXEC on the daemon: waiting for the prompt and for the command (default 30000). */
+  timeoutMs?: number;
+  /** At the timeout, send Ctrl-C and wait up to 5 s more for the command's end (state "interrupted"). */
+  interrupt?: boolean;
+  /** The most output bytes read back (default 16 MiB): past it, `output` is the head and `truncated` is set. */
+  maxOutputBytes?: number;
+  signal?: AbortSignal;
+}
+
 
 export interface ReadOptions {
   from?: Position;
@@ -62,6 +92,12 @@ export interface KillOptions {
 }
 
 const ID = /^[0-9a-f]{32}$/;
+/** exec()'s default bound on the output it reads back. */
+const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
+/** READ's bound on max_bytes (9.6). */
+const MAX_READ_BYTES = 64 * 1024 * 1024;
+/** The new WAIT conditions of version 4, as UnsupportedVersionError names them. */
+const WAIT_FEATURES: Record<string, string> = { command: "waiting for a command", prompt: "waiting for a prompt", input: "waiting for input" };
 /** SNAPSHOT's bound on `scrollback` (10.2); the daemon keeps at most 1000 lines anyway. */
 const MAX_SCROLLBACK = 10000;
 
@@ -81,6 +117,8 @@ export class Client {
     const conn = await this.connectStart(argv, { ...options, detach: true });
     try {
       return started(await conn.reply(FrameType.STARTED, "START", options.signal));
+    } catch (e) {
+      throw options.shellIntegration ? versionError(e, "shell integration") : e;
     } finally {
       conn.close();
     }
@@ -89,7 +127,11 @@ export class Client {
   /** Starts a session and stays attached as its controller. Resolves once it has started. */
   async open(argv: string[], options: OpenOptions = {}): Promise<Session> {
     const session = this.openNow(this.connectStart(argv, options), options.signal);
-    await session.ready;
+    try {
+      await session.ready;
+    } catch (e) {
+      throw options.shellIntegration ? versionError(e, "shell integration") : e;
+    }
     return session;
   }
 
@@ -143,6 +185,11 @@ export class Client {
   }
 
   /** Waits, on the daemon, for the session's exit, a quiet spell, or a pattern (RE2) in its log. */
+  /**
+   * Waits, on the daemon, for the session's exit, a quiet spell, or a pattern (RE2) in its log;
+   * or, in version 4 (rejecting with UnsupportedVersionError before it), for a command's end, a
+   * prompt, or a wait for input.
+   */
   async wait(id: string, options: WaitOptions = {}): Promise<WaitResult> {
     checkId(id);
     const request: Record<string, unknown> = { id, for: options.for ?? "exit" };
@@ -152,7 +199,73 @@ export class Client {
       request.pattern = options.pattern;
       if (options.from !== undefined) request.from = options.from;
     }
+    if (options.for === "command" && options.after !== undefined) request.after = options.after;
+    if (options.for !== undefined && Object.hasOwn(WAIT_FEATURES, options.for)) {
+      const body = await this.requestV4(FrameType.WAIT, request, FrameType.WAITED, WAIT_FEATURES[options.for], options.signal);
+      return waited(body);
+    }
     return waited(await this.request(FrameType.WAIT, request, FrameType.WAITED, options.signal));
+  }
+
+  /**
+   * Runs one command line in the session's shell, as if typed, and resolves when it has ended
+   * (EXEC, 11.4), with its exit code and its output read back from the log. The session must
+   * have shell integration (start it with `shellIntegration: true`), else ServerError
+   * `no_shell_integration`; another exec() running in it is ServerError `busy`. A command that
+   * waits for input comes back as state "waiting_for_input": answer with send(), then
+   * `wait(id, { for: "command", after: result.seq - 1 })`.
+   */
+  async exec(id: string, command: string, options: ExecOptions = {}): Promise<ExecResult> {
+    checkId(id);
+    const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 0) {
+      throw new PtyvisorError(`maxOutputBytes must be a non-negative integer, not ${maxOutputBytes}`);
+    }
+    const request: Record<string, unknown> = { id, command };
+    if (options.timeoutMs !== undefined) request.timeout_ms = options.timeoutMs;
+    if (options.interrupt !== undefined) request.interrupt = options.interrupt;
+    const reply = executed(await this.requestV4(FrameType.EXEC, request, FrameType.EXECUTED, "exec (commands in a shell)", options.signal));
+    let output: Buffer = Buffer.alloc(0);
+    let truncated = false;
+    if (reply.record) {
+      // A command that still runs has written, so far, up to the log's end at the reply.
+      const end = reply.record.outputEnd ?? Math.max(reply.record.outputStart, reply.offset);
+      ({ output, truncated } = await this.readRange(id, reply.record.outputStart, end, maxOutputBytes, options.signal));
+    }
+    return {
+      ...reply,
+      seq: reply.record?.seq ?? null,
+      output,
+      text: output.toString("utf8").replace(/\r\n/g, "\n"),
+      truncated,
+    };
+  }
+
+  /** The session's command records with a seq above `since` (COMMANDS, 11.3), and where its shell is. */
+  async commands(id: string, options: { since?: number; signal?: AbortSignal } = {}): Promise<CommandList> {
+    checkId(id);
+    const request: Record<string, unknown> = { id };
+    if (options.since !== undefined) request.since = options.since;
+    return commandList(await this.requestV4(FrameType.COMMANDS, request, FrameType.COMMAND_LIST, "command records", options.signal));
+  }
+
+  /**
+   * Subscribes to the session's events (WATCH, 11.6): `for await (const event of watch)`, or
+   * `watch.on("command_end", ...)`. It ends after the "exit" event; close() (or a `break`)
+   * ends it earlier. Failures (no_such_session, UnsupportedVersionError before version 4)
+   * come through the iterator, `done` and the 'error' event.
+   */
+  watch(id: string, options: { signal?: AbortSignal } = {}): Watch {
+    checkId(id);
+    const watch = new Watch(Connection.open(this.socketPath, options.signal, COMMANDS_PROTOCOL_VERSION), id);
+    const signal = options.signal;
+    if (signal) {
+      const onAbort = () => watch.close();
+      if (signal.aborted) watch.close();
+      else signal.addEventListener("abort", onAbort, { once: true });
+      watch.done.finally(() => signal.removeEventListener("abort", onAbort)).catch(() => {});
+    }
+    return watch;
   }
 
   /** Stops a session (and waits for its end), or sends a signal to all of its processes. */
@@ -219,6 +332,30 @@ export class Client {
     }
   }
 
+  /**
+   * The log's bytes [from, to), at most maxBytes of them (the head), paging through LOG replies
+   * (each bounded by the daemon's reply budget, 9.6). `truncated`: bytes of the range are not in
+   * `output`, left out past maxBytes or already dropped from the log.
+   */
+  private async readRange(id: string, from: number, to: number, maxBytes: number, signal?: AbortSignal) {
+    let truncated = to - from > maxBytes;
+    const end = Math.min(to, from + maxBytes);
+    const chunks: Buffer[] = [];
+    let at = from;
+    while (at < end) {
+      const part = await this.read(id, { from: at, maxBytes: Math.min(end - at, MAX_READ_BYTES), signal });
+      if (part.offset > at) truncated = true; // dropped from the log before we read them
+      if (part.offset >= end || part.data.length === 0) {
+        if (part.offset < end) truncated = true;
+        break;
+      }
+      const data = part.data.subarray(0, end - part.offset);
+      chunks.push(data);
+      at = part.offset + data.length;
+    }
+    return { output: Buffer.concat(chunks), truncated };
+  }
+
   /** Internal to the package (spawn): a session whose STARTED is still on its way. */
   openNow(conn: Connection | Promise<Connection>, signal?: AbortSignal): Session {
     const session = new Session(conn, this);
@@ -229,13 +366,28 @@ export class Client {
   /** Connects and sends START with the directory's descriptor (section 5.1). */
   async connectStart(argv: string[], options: OpenOptions): Promise<Connection> {
     const payload = startPayload(argv, options);
-    const conn = await Connection.open(this.socketPath, options.signal);
+    // shell_integration is a member of version 4: an older connection ignores it (section 11).
+    const version = options.shellIntegration ? COMMANDS_PROTOCOL_VERSION : undefined;
+    const conn = await Connection.open(this.socketPath, options.signal, version);
     try {
       sendStart(conn, payload, options.cwd ?? process.cwd());
       return conn;
     } catch (e) {
       conn.close();
       throw e;
+    }
+  }
+
+  /** One request and its reply on a connection of version 4; a daemon without it is UnsupportedVersionError. */
+  private async requestV4(type: number, body: object, reply: number, feature: string, signal?: AbortSignal) {
+    const conn = await Connection.open(this.socketPath, signal, COMMANDS_PROTOCOL_VERSION);
+    try {
+      conn.sendJson(type, body);
+      return await conn.reply(reply, `request type ${type}`, signal);
+    } catch (e) {
+      throw versionError(e, feature);
+    } finally {
+      conn.close();
     }
   }
 
@@ -265,6 +417,7 @@ function startPayload(argv: string[], options: OpenOptions): Record<string, unkn
     cols: options.cols ?? 80,
   };
   if (options.detach) payload.detach = true;
+  if (options.shellIntegration) payload.shell_integration = true;
   return payload;
 }
 
@@ -289,13 +442,21 @@ function sendStart(conn: Connection, payload: Record<string, unknown>, cwd: stri
     const st = fs.fstatSync(dirFd, { bigint: true });
     const json = JSON.stringify(payload);
     const text = `${json.slice(0, -1)},"cwd_dev":${st.dev.toString()},"cwd_ino":${st.ino.toString()}}`;
-    const frame = encodeFrame(FrameType.START, Buffer.from(text, "utf8"));
+    const frame = encodeFrame(FrameType.START, Buffer.from(text, "utf8"), conn.version);
     const sent = sendfd().sendWithFd(conn.fd, frame, dirFd);
     // sent < 0: the daemon already closed (it refused us); its ERROR is read as the reply.
     if (sent > 0 && sent < frame.length) conn.writeRaw(frame.subarray(sent));
   } finally {
     fs.closeSync(dirFd);
   }
+}
+
+/** A daemon older than version 4 refuses the first frame's version (section 8): say which feature it lacks. */
+function versionError(e: unknown, feature: string): unknown {
+  if (e instanceof ServerError && !(e instanceof UnsupportedVersionError) && e.code === "unsupported_version") {
+    return new UnsupportedVersionError(feature, COMMANDS_PROTOCOL_VERSION, e.serverMessage);
+  }
+  return e;
 }
 
 function closeOnAbort(session: Session, signal?: AbortSignal): void {

@@ -8,6 +8,8 @@ import { BOUNDS, FrameType, HEADER_SIZE, LAST_TYPE_OF_VERSION, NEWEST_VERSION, O
 export const PROTOCOL_VERSION = 2;
 /** The version a SNAPSHOT connection negotiates (section 10): its first frame carries it. */
 export const SCREEN_PROTOCOL_VERSION = 3;
+/** The version of the command-aware requests (section 11): COMMANDS, EXEC, WATCH, WAIT for a command, a prompt or input. */
+export const COMMANDS_PROTOCOL_VERSION = 4;
 
 export { FrameType } from "./wire.js";
 

@@ -1,5 +1,7 @@
 export { Client } from "./client.js";
-export type { AttachOptions, ClientOptions, KillOptions, OpenOptions, ReadOptions, StartOptions, WaitOptions } from "./client.js";
+export type { AttachOptions, ClientOptions, ExecOptions, KillOptions, OpenOptions, ReadOptions, StartOptions, WaitOptions } from "./client.js";
+export { Watch } from "./watch.js";
+export type { WatchEvents } from "./watch.js";
 export { Session, signalNumber } from "./session.js";
 export type { SessionEvents, SignalTarget, Snapshotter } from "./session.js";
 export { Screen } from "./screen.js";
@@ -11,6 +13,6 @@ export type { ErrorCode } from "./errors.js";
 export { DEFAULT_SOCKET, resolveSocketPath } from "./connection.js";
 export { shellStatus } from "./types.js";
 export type * from "./types.js";
-export { encodeFrame, FrameDecoder, FrameError, FrameType, parseJsonObject, PROTOCOL_VERSION, SCREEN_PROTOCOL_VERSION } from "./frame.js";
+export { encodeFrame, FrameDecoder, FrameError, FrameType, parseJsonObject, PROTOCOL_VERSION, SCREEN_PROTOCOL_VERSION, COMMANDS_PROTOCOL_VERSION } from "./frame.js";
 export { FROM_DAEMON, NEWEST_VERSION } from "./wire.js";
 export type { Frame } from "./frame.js";

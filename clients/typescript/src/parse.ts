@@ -1,7 +1,20 @@
 // Turns the daemon's JSON replies into typed values. Every member is checked: a reply that
 // breaks the protocol is a ProtocolError, never a value of the wrong type passed on.
 import { ProtocolError } from "./errors.js";
-import type { AttachedInfo, ExitInfo, KilledResult, SessionInfo, SessionState, StartedInfo, WaitResult } from "./types.js";
+import type {
+  AttachedInfo,
+  CommandList,
+  CommandRecord,
+  ExecState,
+  ExitInfo,
+  KilledResult,
+  SessionEvent,
+  SessionInfo,
+  SessionState,
+  ShellName,
+  StartedInfo,
+  WaitResult,
+} from "./types.js";
 
 type Json = Record<string, unknown>;
 
@@ -23,6 +36,16 @@ export function str(body: Json, member: string, what: string): string {
 
 function optInt(body: Json, member: string, what: string): number | undefined {
   return body[member] === undefined ? undefined : int(body, member, what);
+}
+
+function intOrNull(body: Json, member: string, what: string): number | null {
+  return body[member] === null ? null : int(body, member, what);
+}
+
+function bool(body: Json, member: string, what: string): boolean {
+  const v = body[member];
+  if (typeof v !== "boolean") fail(what, member);
+  return v;
 }
 
 const STATES = ["starting", "running", "exited"];
@@ -100,13 +123,114 @@ export function sessionInfo(body: Json): SessionInfo {
     clients: int(body, "clients", what),
     created: int(body, "created", what),
     detached: body.detached === true,
+    // 11.5: each of these is present only when it is not null or false.
+    shell: body.shell === undefined ? null : shellName(body, what),
+    atPrompt: body.at_prompt === undefined ? false : bool(body, "at_prompt", what),
+    waitingForInput: body.waiting_for_input === undefined ? false : bool(body, "waiting_for_input", what),
+    waitingSince: body.waiting_since === undefined ? null : intOrNull(body, "waiting_since", what),
+    lastCommand: recordOrNull(body, "last_command", what),
   };
+}
+
+function shellName(body: Json, what: string): ShellName | null {
+  const v = body.shell;
+  if (v === null) return null;
+  if (v !== "bash" && v !== "zsh") throw new ProtocolError(`${what}: unknown shell ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** A command record (11.2). */
+export function commandRecord(body: Json, what: string): CommandRecord {
+  const record: CommandRecord = {
+    seq: int(body, "seq", what),
+    command: str(body, "command", what),
+    cwd: str(body, "cwd", what),
+    outputStart: int(body, "output_start", what),
+    outputEnd: intOrNull(body, "output_end", what),
+    exitCode: intOrNull(body, "exit_code", what),
+    startedMs: int(body, "started_ms", what),
+    endedMs: intOrNull(body, "ended_ms", what),
+  };
+  if (record.outputEnd !== null && record.outputEnd < record.outputStart) {
+    throw new ProtocolError(`${what}: output_end ${record.outputEnd} before output_start ${record.outputStart}`);
+  }
+  return record;
+}
+
+function recordOrNull(body: Json, member: string, what: string): CommandRecord | null {
+  const v = body[member];
+  if (v === null || v === undefined) return null;
+  if (typeof v !== "object" || Array.isArray(v)) fail(what, member);
+  return commandRecord(v as Json, `${what}.${member}`);
+}
+
+export function commandList(body: Json): CommandList {
+  const what = "COMMAND_LIST";
+  const commands = body.commands;
+  if (!Array.isArray(commands)) fail(what, "commands");
+  return {
+    id: str(body, "id", what),
+    shell: shellName(body, what),
+    atPrompt: bool(body, "at_prompt", what),
+    waitingForInput: bool(body, "waiting_for_input", what),
+    current: recordOrNull(body, "current", what),
+    commands: commands.map((c, i) => {
+      if (typeof c !== "object" || c === null || Array.isArray(c)) fail(what, `commands[${i}]`);
+      return commandRecord(c as Json, `${what}.commands[${i}]`);
+    }),
+    firstSeq: int(body, "first_seq", what),
+  };
+}
+
+const EXEC_STATES = ["exited", "waiting_for_input", "timeout", "interrupted", "session_ended"];
+
+/** EXECUTED (11.4), without the output (exec() reads it). */
+export function executed(body: Json) {
+  const what = "EXECUTED";
+  const execState = str(body, "state", what);
+  if (!EXEC_STATES.includes(execState)) throw new ProtocolError(`${what}: unknown state "${execState}"`);
+  const sessionState = str(body, "session_state", what);
+  if (!STATES.includes(sessionState)) throw new ProtocolError(`${what}: unknown session_state "${sessionState}"`);
+  return {
+    id: str(body, "id", what),
+    state: execState as ExecState,
+    exitCode: intOrNull(body, "exit_code", what),
+    record: recordOrNull(body, "command", what),
+    offset: int(body, "offset", what),
+    sessionState: sessionState as SessionState,
+  };
+}
+
+/** EVENT (11.6). */
+export function sessionEvent(body: Json): SessionEvent {
+  const what = "EVENT";
+  const event = str(body, "event", what);
+  const offset = int(body, "offset", what);
+  switch (event) {
+    case "command_start":
+    case "command_end": {
+      const command = recordOrNull(body, "command", what);
+      if (!command) fail(what, "command");
+      return { event, offset, command };
+    }
+    case "prompt":
+      return { event, offset };
+    case "input":
+      return { event, offset, sinceMs: int(body, "since_ms", what) };
+    case "exit": {
+      const exit = exitOrNull(body, what);
+      if (!exit) fail(what, "exit");
+      return { event, offset, exit };
+    }
+    default:
+      throw new ProtocolError(`${what}: unknown event "${event}"`);
+  }
 }
 
 export function waited(body: Json): WaitResult {
   const what = "WAITED";
   const reason = str(body, "reason", what);
-  if (!["exit", "quiet", "text", "timeout", "exited", "gone"].includes(reason)) {
+  if (!["exit", "quiet", "text", "command", "prompt", "input", "timeout", "exited", "gone"].includes(reason)) {
     throw new ProtocolError(`${what}: unknown reason "${reason}"`);
   }
   return {
@@ -117,6 +241,7 @@ export function waited(body: Json): WaitResult {
     offset: int(body, "offset", what),
     matchStart: optInt(body, "match_start", what),
     matchEnd: optInt(body, "match_end", what),
+    ...(body.command !== undefined && body.command !== null ? { command: commandRecord(body.command as Json, `${what}.command`) } : {}),
   };
 }
 

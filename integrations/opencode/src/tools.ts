@@ -1,6 +1,7 @@
 // The tools of the opencode-pty plugin (pty_spawn, pty_write, pty_read, pty_list, pty_kill,
 // pty_wait), with their names and parameters, on ptyvisor sessions, and pty_screen: what the
-// terminal shows now (the daemon's emulator, protocol section 10). The sessions are detached:
+// terminal shows now (the daemon's emulator, protocol section 10), and pty_exec: one command in
+// a shell session, its exit code and its condensed output (protocol section 11). The sessions are detached:
 // they live in ptyvisord, not in opencode, so they survive an opencode restart, and the daemon
 // keeps their output log (2 MiB by default), their exit status, their screen, and runs WAIT itself.
 import { tool } from "@opencode-ai/plugin";
@@ -12,6 +13,8 @@ const MAX_LINE_LENGTH = 2000;
 const WAIT_TAIL_LINES = 20;
 /** The daemon bounds one WAIT at 24 h; a longer wait is several. */
 const MAX_WAIT_MS = 86_400_000;
+/** pty_exec's default budget for the output it shows: head and tail of it. */
+const DEFAULT_EXEC_OUTPUT_BYTES = 8192;
 /** The daemon keeps at most 1000 lines of scrollback per session (protocol 10.2). */
 const MAX_SCROLLBACK = 1000;
 
@@ -28,6 +31,36 @@ export interface ToolsOptions {
   client?: Client;
   /** Tells an opencode session something (used for the exit notification). */
   notify?: (sessionId: string, text: string) => Promise<void>;
+}
+
+/**
+ * What pty_exec shows of a command's output [start, end) in the log: all of it within `budget`
+ * bytes, else its head and its tail (half the budget each) around a marker that says how many
+ * bytes were left out and where (log offsets). Escape sequences are stripped, \r\n is \n.
+ */
+export async function condensedOutput(client: Client, sessionId: string, start: number, end: number, budget: number): Promise<string> {
+  const read = async (from: number, to: number) => {
+    const pieces: Buffer[] = [];
+    while (from < to) {
+      const part = await client.read(sessionId, { from, maxBytes: to - from });
+      if (part.data.length === 0) break;
+      pieces.push(part.data);
+      from = part.offset + part.data.length;
+    }
+    return clean(Buffer.concat(pieces));
+  };
+  if (end - start <= budget) return read(start, end);
+  const half = Math.floor(budget / 2);
+  const head = await read(start, start + half);
+  const tail = await read(end - half, end);
+  const left = end - start - 2 * half;
+  const marker = `[... ${left} bytes left out: log offsets ${start + half} to ${end - half} (pty_read shows the whole log) ...]`;
+  return `${head}${head.endsWith("\n") ? "" : "\n"}${marker}\n${tail}`;
+}
+
+function clean(bytes: Buffer): string {
+  // A cut may fall inside a UTF-8 character: its pieces decode to U+FFFD, dropped at the edges.
+  return stripAnsi(bytes.toString("utf8")).replace(/\r\n/g, "\n").replace(/^\uFFFD+|\uFFFD+$/g, "");
 }
 
 /** Our ids are "pty_" and the session's 32 hex digits; the bare 32 digits are accepted too. */
@@ -178,6 +211,10 @@ export function createTools(options: ToolsOptions = {}) {
       workdir: tool.schema.string().optional().describe("Working directory for the PTY session"),
       env: tool.schema.record(tool.schema.string(), tool.schema.string()).optional().describe("Additional environment variables"),
       title: tool.schema.string().optional().describe("Human-readable title for the session"),
+      shellIntegration: tool.schema
+        .boolean()
+        .optional()
+        .describe("ptyvisor extension: start bash or zsh (command, with no args but -i, -l or --login) with shell integration, so that pty_exec can run commands in it (default: false)"),
       description: tool.schema.string().describe("Clear, concise description of what this PTY session is for in 5-10 words"),
       notifyOnExit: tool.schema.boolean().optional().describe("If true, sends a notification to the session when the process exits (default: false)"),
     },
@@ -190,6 +227,7 @@ export function createTools(options: ToolsOptions = {}) {
         term: "xterm-256color",
         cols: 120,
         rows: 40,
+        shellIntegration: args.shellIntegration ?? false,
       });
       const annotation: Annotation = {
         title: args.title ?? argv.join(" "),
@@ -362,6 +400,10 @@ export function createTools(options: ToolsOptions = {}) {
         .describe("Maximum time to wait in seconds. If the session is still running after this, returns a <pty_wait_timeout> result instead of blocking forever. Default: no limit."),
       pattern: tool.schema.string().optional().describe("ptyvisor extension: wait until the output (from its start) matches this RE2 regular expression, instead of waiting for the exit"),
       quietMs: tool.schema.number().optional().describe("ptyvisor extension: wait until no output has come for this many milliseconds"),
+      forInput: tool.schema
+        .boolean()
+        .optional()
+        .describe("ptyvisor extension: wait until the program waits for input on the terminal (a prompt, a question, a shell's prompt), so you know when to pty_write an answer"),
     },
     async execute(args, ctx) {
       const sessionId = fromPtyId(args.id);
@@ -372,6 +414,7 @@ export function createTools(options: ToolsOptions = {}) {
           const timeoutMs = Math.max(1, Math.min(MAX_WAIT_MS, deadline - Date.now()));
           const signal = ctx?.abort;
           if (args.pattern !== undefined) waited = await client.wait(sessionId, { for: "text", pattern: args.pattern, timeoutMs, signal });
+          else if (args.forInput) waited = await client.wait(sessionId, { for: "input", timeoutMs, signal });
           else if (args.quietMs !== undefined) waited = await client.wait(sessionId, { for: "quiet", quietMs: args.quietMs, timeoutMs, signal });
           else waited = await client.wait(sessionId, { for: "exit", timeoutMs, signal });
         } while (waited.reason === "timeout" && Date.now() < deadline);
@@ -436,5 +479,60 @@ export function createTools(options: ToolsOptions = {}) {
     },
   });
 
-  return { pty_spawn, pty_write, pty_read, pty_list, pty_kill, pty_wait, pty_screen };
+  const pty_exec = tool({
+    description:
+      "Run one command line in a shell PTY session (bash or zsh) and return its exit code and its output (head and tail within a byte budget, escape sequences stripped). Without id, starts a new shell session for it and returns its ID for later calls: the shell keeps its directory and variables between commands. If the command waits for input, returns at once saying so: answer with pty_write, then pty_wait.",
+    args: {
+      command: tool.schema.string().describe("One command line (no newline), as typed at the shell's prompt"),
+      id: tool.schema.string().optional().describe("A PTY session started with shellIntegration (default: a new bash session)"),
+      timeoutSeconds: tool.schema.number().optional().describe("Maximum time to wait for the command, in seconds (default 30)"),
+      interrupt: tool.schema.boolean().optional().describe("At the timeout, send Ctrl-C to the command (default: false: it keeps running)"),
+      maxOutputBytes: tool.schema.number().optional().describe(`Budget for the output shown (default ${DEFAULT_EXEC_OUTPUT_BYTES})`),
+    },
+    async execute(args, ctx) {
+      let sessionId: string;
+      if (args.id !== undefined) sessionId = fromPtyId(args.id);
+      else {
+        const workdir = ctx?.directory ?? process.cwd();
+        sessionId = (await client.start(["bash"], { cwd: workdir, env: process.env, cols: 120, rows: 40, shellIntegration: true })).id;
+        annotations.set(sessionId, { title: "shell for pty_exec", parentSessionId: ctx?.sessionID, notifyOnExit: false });
+      }
+      const timeoutMs = Math.max(1, Math.min(MAX_WAIT_MS, Math.round((args.timeoutSeconds ?? 30) * 1000)));
+      let result;
+      try {
+        // The output is read here, head and tail only: exec() need not read it all.
+        result = await client.exec(sessionId, args.command, { timeoutMs, interrupt: args.interrupt ?? false, maxOutputBytes: 0, signal: ctx?.abort });
+      } catch (e) {
+        if (e instanceof UnsupportedVersionError) throw new Error("This ptyvisord cannot run commands in a shell (it is older than protocol version 4). Use pty_spawn and pty_wait.");
+        if (e instanceof ServerError && e.code === "no_such_session") throw notFound(args.id ?? "");
+        if (e instanceof ServerError && e.code === "no_shell_integration") {
+          throw new Error(`PTY '${args.id}' reports no commands: start a shell with pty_spawn and shellIntegration: true, or call pty_exec without id.`);
+        }
+        if (e instanceof ServerError && e.code === "busy") throw new Error(`PTY '${args.id}' is running another pty_exec: wait for it, or use another session.`);
+        throw e;
+      }
+      const budget = Math.max(0, Math.floor(args.maxOutputBytes ?? DEFAULT_EXEC_OUTPUT_BYTES));
+      const record = result.record;
+      const output = record ? await condensedOutput(client, sessionId, record.outputStart, record.outputEnd ?? Math.max(record.outputStart, result.offset), budget) : "";
+      const next: Record<string, string> = {
+        waiting_for_input: "The command waits for input: answer with pty_write (end a line with \\r), then pty_wait.",
+        timeout: "The command still runs: pty_wait for it, pty_read its output, or pty_write \\x03 to interrupt it.",
+        session_ended: "The shell session has exited.",
+      };
+      return [
+        "<pty_exec>",
+        `ID: ${toPtyId(sessionId)}`,
+        `Command: ${args.command}`,
+        `State: ${result.state}`,
+        `Exit code: ${result.exitCode ?? "none"}`,
+        ...(record?.cwd ? [`Directory: ${record.cwd}`] : []),
+        ...(next[result.state] ? [next[result.state]] : []),
+        "Output:",
+        output,
+        "</pty_exec>",
+      ].join("\n");
+    },
+  });
+
+  return { pty_spawn, pty_write, pty_read, pty_list, pty_kill, pty_wait, pty_screen, pty_exec };
 }

@@ -53,10 +53,10 @@ function freePort() {
 
 test("the plugin registers the tools of opencode-pty", async () => {
   const hooks = await PtyvisorPlugin({ client: { session: { promptAsync: async () => {} } } });
-  assert.deepEqual(Object.keys(hooks.tool).sort(), ["pty_kill", "pty_list", "pty_read", "pty_screen", "pty_spawn", "pty_wait", "pty_write"]);
+  assert.deepEqual(Object.keys(hooks.tool).sort(), ["pty_exec", "pty_kill", "pty_list", "pty_read", "pty_screen", "pty_spawn", "pty_wait", "pty_write"]);
   for (const t of Object.values(hooks.tool)) assert.equal(typeof t.execute, "function");
   assert.deepEqual(Object.keys(tools.pty_read.args).sort(), ["id", "ignoreCase", "limit", "offset", "pattern"]);
-  assert.deepEqual(Object.keys(tools.pty_spawn.args).sort(), ["args", "command", "description", "env", "notifyOnExit", "title", "workdir"]);
+  assert.deepEqual(Object.keys(tools.pty_spawn.args).sort(), ["args", "command", "description", "env", "notifyOnExit", "shellIntegration", "title", "workdir"]);
   assert.deepEqual(Object.keys(tools.pty_screen.args).sort(), ["id", "scrollback"]);
 });
 
@@ -165,4 +165,35 @@ test("pty_screen: scrollback, a title, a short screen; and its errors", async ()
 
   await assert.rejects(call("pty_screen", { id: "pty_" + "0".repeat(32) }), /not found\. Use pty_list/);
   await assert.rejects(call("pty_screen", { id: "nonsense" }), /not a PTY session ID/);
+});
+
+test("pty_exec: a new shell, exit codes, the directory kept, condensed output, an input wait", async () => {
+  const first = await call("pty_exec", { command: "cd /usr && printf '\\033[1mbold\\033[0m\\n'" });
+  const shell = idOf(first);
+  assert.match(first, /^State: exited\nExit code: 0\n/m);
+  assert.match(first, /^Output:\nbold\n\n<\/pty_exec>$/m, "escape sequences stripped");
+  assert.match(await call("pty_exec", { id: shell, command: "pwd" }), /^Directory: \/usr\nOutput:\n\/usr\n/m);
+  assert.match(await call("pty_exec", { id: shell, command: "(exit 7)" }), /^Exit code: 7$/m);
+
+  // 10000 numbered lines, 58894 bytes with \r\n (and what the shell writes around the command
+  // in its output range): a 200-byte budget shows 100 of head and of tail.
+  const long = await call("pty_exec", { id: shell, command: "seq 1 10000", maxOutputBytes: 200 });
+  const marker = /^\[\.\.\. (\d+) bytes left out: log offsets (\d+) to (\d+) \(pty_read shows the whole log\) \.\.\.\]$/m.exec(long);
+  assert.ok(marker, long);
+  assert.ok(Number(marker[1]) >= 58894 - 200, long);
+  assert.equal(Number(marker[3]) - Number(marker[2]), Number(marker[1]));
+  assert.match(long, /^Output:\n1\n2\n3\n/m);
+  assert.match(long, /\n9999\n10000\n<\/pty_exec>$/);
+
+  const asking = await call("pty_exec", { id: shell, command: "read -r -p 'name? ' name; echo hi $name" });
+  assert.match(asking, /^State: waiting_for_input$/m);
+  assert.match(asking, /^Output:\nname\? /m);
+  await call("pty_write", { id: shell, data: "bob\\r" });
+  assert.match(await call("pty_wait", { id: shell, pattern: "hi bob", timeoutSeconds: 30 }), /Condition: text \(matched\)/);
+  assert.match(await call("pty_wait", { id: shell, forInput: true, timeoutSeconds: 30 }), /Condition: input/);
+
+  const plain = idOf(await call("pty_spawn", { command: "sleep", args: ["60"], description: "no shell" }));
+  await assert.rejects(call("pty_exec", { id: plain, command: "true" }), /reports no commands/);
+  await call("pty_kill", { id: plain });
+  await call("pty_kill", { id: shell });
 });
