@@ -39,14 +39,11 @@ bool DaemonStream::open(const std::string& socket_path, protocol::FrameType type
         return false;
     }
     outgoing_ = protocol::encode_frame(type, payload, version);
+    flush();  // a fresh socket's buffer takes the small request at once
     return true;
 }
 
-short DaemonStream::events() const { return static_cast<short>(POLLIN | (outgoing_.empty() ? 0 : POLLOUT)); }
-
-bool DaemonStream::service(short revents, std::vector<protocol::Frame>& frames, std::string& why) {
-    frames.clear();
-    if (closed_) return true;
+void DaemonStream::flush() {
     while (!outgoing_.empty()) {
         const ssize_t n = ::send(socket_.get(), outgoing_.data(), outgoing_.size(), MSG_NOSIGNAL);
         if (n > 0) {
@@ -54,10 +51,18 @@ bool DaemonStream::service(short revents, std::vector<protocol::Frame>& frames, 
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
         // The daemon closed first (after an ERROR, say): what it sent is still to be read.
         outgoing_.clear();
     }
+}
+
+short DaemonStream::events() const { return static_cast<short>(POLLIN | (outgoing_.empty() ? 0 : POLLOUT)); }
+
+bool DaemonStream::service(short revents, std::vector<protocol::Frame>& frames, std::string& why) {
+    frames.clear();
+    if (closed_) return true;
+    flush();
     if ((revents & (POLLIN | POLLHUP | POLLERR)) == 0) return true;
     std::vector<std::uint8_t> buffer(kReadBufferSize);
     const ssize_t n = ::read(socket_.get(), buffer.data(), buffer.size());

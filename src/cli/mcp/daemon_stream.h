@@ -41,6 +41,9 @@ class DaemonStream {
     [[nodiscard]] bool closed() const { return closed_; }
 
   private:
+    // Writes what the socket takes now of the request.
+    void flush();
+
     UniqueFd socket_;
     std::vector<std::uint8_t> outgoing_;
     protocol::FrameDecoder decoder_;
