@@ -18,6 +18,8 @@ command -v node >/dev/null && command -v npm >/dev/null || { echo "test.sh: need
 work=$(mktemp -d /tmp/ptyvisor-mcp-e2e.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cp "$here/package.json" "$here/mcp-config.json" "$here"/*.mjs "$work/"
+# notify.test.mjs starts bash with the daemon's integration script, as START's shell_integration does.
+mkdir "$work/shell-integration" && cp "$root/shell-integration/bash/ptyvisor.bash" "$work/shell-integration/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 chmod -R a+rX "$work"
 chmod 0755 "$work"

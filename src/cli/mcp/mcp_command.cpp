@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 
 #include "cli/mcp/daemon_runner.h"
 #include "cli/mcp/mcp_session.h"
+#include "cli/mcp/session_subscriptions.h"
 #include "cli/options.h"
 #include "cli/relay.h"
 #include "client/client.h"
@@ -122,11 +124,17 @@ int mcp_command(const McpOptions& options) {
         [&session_ptr](std::uint64_t call, const ToolResult& result) { session_ptr->complete(call, result); });
     McpSession session(runner, send, options.version);
     session_ptr = &session;
+    SessionSubscriptions resources(
+        resolve_socket_path(options.socket, std::getenv(client::kSocketEnvironmentVariable)),
+        [&session](std::uint64_t call, const ResourceReply& reply) { session.complete_resource(call, reply); },
+        [&session](const std::string& uri, std::string_view event) { session.resource_updated(uri, event); });
+    session.set_resources(resources);
     LineReader reader(session);
 
     bool input_open = true;
     std::vector<pollfd> fds;
     std::vector<std::uint64_t> owners;
+    std::vector<std::uint64_t> resource_owners;
     std::string chunk(kReadChunk, '\0');
     for (;;) {
         if (!input_open && session.calls_in_flight() == 0 && pending.empty()) return 0;
@@ -136,7 +144,12 @@ int mcp_command(const McpOptions& options) {
         fds.push_back({reading ? STDIN_FILENO : -1, POLLIN, 0});
         fds.push_back({pending.empty() ? -1 : STDOUT_FILENO, POLLOUT, 0});
         runner.collect(fds, owners);
-        if (::poll(fds.data(), fds.size(), runner.poll_timeout_ms()) < 0) {
+        resource_owners.clear();
+        resources.collect(fds, resource_owners);
+        const int runner_timeout = runner.poll_timeout_ms(), resources_timeout = resources.poll_timeout_ms();
+        const int timeout = runner_timeout < 0 || resources_timeout < 0 ? std::max(runner_timeout, resources_timeout)
+                                                                       : std::min(runner_timeout, resources_timeout);
+        if (::poll(fds.data(), fds.size(), timeout) < 0) {
             if (errno == EINTR) continue;
             return fail(client::errno_message("poll", errno));
         }
@@ -152,6 +165,7 @@ int mcp_command(const McpOptions& options) {
             }
         }
         runner.dispatch(fds, 2, owners);
+        resources.dispatch(fds, 2 + owners.size(), resource_owners);
         if (!pending.empty() && !write_some(pending)) return 0;
     }
 }

@@ -84,6 +84,7 @@ void McpSession::handle_request(const json& id, const std::string& method, const
     if (!initialized_) return reply_error(id, kInvalidRequest, "Invalid Request: send initialize first");
     if (method == "tools/list") return reply(id, {{"tools", tool_definitions()}});
     if (method == "tools/call") return call_tool(id, params);
+    if (method.starts_with("resources/")) return resource_request(id, method, params);
     reply_error(id, kMethodNotFound, "Method not found: " + method);
 }
 
@@ -101,6 +102,14 @@ void McpSession::handle_notification(const std::string& method, const json& para
             return;
         }
     }
+    for (auto it = resource_calls_.begin(); it != resource_calls_.end(); ++it) {
+        if (it->second == *request) {
+            const std::uint64_t call = it->first;
+            resource_calls_.erase(it);
+            resources_->cancel(call);
+            return;
+        }
+    }
 }
 
 void McpSession::initialize(const json& id, const json& params) {
@@ -111,8 +120,10 @@ void McpSession::initialize(const json& id, const json& params) {
     for (const auto v : kProtocolVersions)
         if (*requested == v) version_ = std::string(v);
     initialized_ = true;
+    json capabilities = {{"tools", {{"listChanged", false}}}};
+    if (resources_ != nullptr) capabilities["resources"] = {{"subscribe", true}, {"listChanged", false}};
     reply(id, {{"protocolVersion", version_},
-               {"capabilities", {{"tools", {{"listChanged", false}}}}},
+               {"capabilities", std::move(capabilities)},
                {"serverInfo", {{"name", "ptyvisor"}, {"title", "ptyvisor terminals"}, {"version", server_version_}}},
                {"instructions", kInstructions}});
 }

@@ -7,7 +7,10 @@
 // (anything else but `ping` before it is refused); the version answered is the client's if we
 // support it, else our newest; then `notifications/initialized`, `ping`, `tools/list`,
 // `tools/call`, and `notifications/cancelled`, which abandons a call in flight (no reply is
-// sent for it).
+// sent for it). With a ResourceRunner (set_resources()), sessions are resources too
+// (mcp_resources.cpp, session_resources.h): resources/list, resources/templates/list,
+// resources/read, resources/subscribe and resources/unsubscribe, and the server sends
+// notifications/resources/updated for a subscribed session.
 //
 // Errors: a line that is not JSON is -32700; not a JSON-RPC request, -32600; an unknown method,
 // -32601; bad params (no tool name, an unknown tool, arguments that are not an object), -32602.
@@ -22,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "cli/mcp/resource_runner.h"
 #include "cli/mcp/tools.h"
 
 namespace ptyvisor::cli::mcp {
@@ -76,7 +80,14 @@ class McpSession {
     // The result of tool call `call`; ignored if it was cancelled.
     void complete(std::uint64_t call, const ToolResult& result);
 
-    [[nodiscard]] std::size_t calls_in_flight() const { return calls_.size(); }
+    // Serves resources/* with `resources` (outliving the session) and declares the capability.
+    void set_resources(ResourceRunner& resources) { resources_ = &resources; }
+    // The answer to resources request `call`; ignored if it was cancelled.
+    void complete_resource(std::uint64_t call, const ResourceReply& reply);
+    // notifications/resources/updated for `uri`; `event` (the daemon's EVENT kind) goes in _meta.
+    void resource_updated(const std::string& uri, std::string_view event);
+
+    [[nodiscard]] std::size_t calls_in_flight() const { return calls_.size() + resource_calls_.size(); }
     [[nodiscard]] bool initialized() const { return initialized_; }
     [[nodiscard]] const std::string& protocol_version() const { return version_; }
 
@@ -86,6 +97,7 @@ class McpSession {
     void handle_notification(const std::string& method, const nlohmann::json& params);
     void initialize(const nlohmann::json& id, const nlohmann::json& params);
     void call_tool(const nlohmann::json& id, const nlohmann::json& params);
+    void resource_request(const nlohmann::json& id, const std::string& method, const nlohmann::json& params);
     void reply(const nlohmann::json& id, nlohmann::json result);
     void reply_error(const nlohmann::json& id, int code, const std::string& message);
 
@@ -96,6 +108,8 @@ class McpSession {
     bool initialized_ = false;  // initialize answered
     std::uint64_t next_call_ = 1;
     std::map<std::uint64_t, nlohmann::json> calls_;  // call -> the JSON-RPC id to answer
+    ResourceRunner* resources_ = nullptr;
+    std::map<std::uint64_t, nlohmann::json> resource_calls_;  // likewise, for resources/*
 };
 
 }  // namespace ptyvisor::cli::mcp
