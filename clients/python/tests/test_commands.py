@@ -160,12 +160,13 @@ def test_wait_for_prompt_and_input_at_the_prompt(client, shell):
     assert client.wait(shell, "input", timeout=20).reason == "input"
 
 
-def test_wait_for_a_command_without_after_takes_the_next(client, shell):
+def test_wait_for_the_command_that_waited_for_input(client, shell):
+    # after=seq-1 (protocol 11.4): the command may end between the send and the wait.
     client.wait(shell, for_="prompt", timeout=20)
     result = client.exec(shell, "read a; exit_with() { return $1; }; exit_with 5", timeout=20)
     assert result.state == "waiting_for_input"
     client.send(shell, "go\r")
-    waited = client.wait(shell, for_="command", timeout=20)
+    waited = client.wait(shell, for_="command", after=result.seq - 1, timeout=20)
     assert waited.command.seq == result.seq and waited.command.exit_code == 5
 
 
