@@ -528,7 +528,8 @@ export function createTools(options: ToolsOptions = {}) {
         ...(record?.cwd ? [`Directory: ${record.cwd}`] : []),
         ...(next[result.state] ? [next[result.state]] : []),
         "Output:",
-        output,
+        // Its last line's newline is the join's: output that ends a line does not add an empty one.
+        output.endsWith("\n") ? output.slice(0, -1) : output,
         "</pty_exec>",
       ].join("\n");
     },
