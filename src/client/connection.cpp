@@ -164,6 +164,7 @@ bool Connection::start(const StartOptions& options, std::string& why) {
     request.size = options.size;
     request.detach = options.detach;
     request.terminal = options.terminal;
+    request.shell_integration = options.shell_integration;
     const std::string payload = protocol::encode(request);
     if (payload.size() > protocol::max_payload(FrameType::Start))
         return fail(why, "the command line and environment are too large (" + std::to_string(payload.size()) +
@@ -266,6 +267,22 @@ bool Connection::queue_snapshot(const protocol::SnapshotRequest& request, std::s
         return false;
     }
     queue_request(FrameType::Snapshot, protocol::encode(request));
+    return true;
+}
+
+bool Connection::queue_exec(const protocol::ExecRequest& request, std::string& why) {
+    if (!valid_id(request.id, why) || !protocol::is_exec_command(request.command, why)) return false;
+    if (request.timeout_ms < 1 || request.timeout_ms > protocol::kMaxWaitMs) {
+        why = "EXEC's timeout is 1 to " + std::to_string(protocol::kMaxWaitMs) + " ms";
+        return false;
+    }
+    queue_request(FrameType::Exec, protocol::encode(request));
+    return true;
+}
+
+bool Connection::queue_commands(const protocol::CommandsRequest& request, std::string& why) {
+    if (!valid_id(request.id, why)) return false;
+    queue_request(FrameType::Commands, protocol::encode(request));
     return true;
 }
 
@@ -378,6 +395,8 @@ void Connection::handle_reply(protocol::Frame& frame, std::vector<Event>& events
                           : request_ == FrameType::Kill ? FrameType::Killed
                           : request_ == FrameType::Send ? FrameType::Sent
                           : request_ == FrameType::Snapshot ? FrameType::Screen
+                          : request_ == FrameType::Exec ? FrameType::Executed
+                          : request_ == FrameType::Commands ? FrameType::CommandList
                                                         : FrameType::Start;
     if (mode_ != Mode::Request || frame.type != expected || log_seen_)
         return violation("the daemon sent an unexpected " + name + " frame", events);
@@ -418,6 +437,18 @@ void Connection::handle_reply(protocol::Frame& frame, std::vector<Event>& events
             auto d = protocol::decode_screen(frame.text());
             if (!d) return bad(d.error);
             events.emplace_back(Screen{std::move(*d.value), std::string(frame.text())});
+            break;
+        }
+        case FrameType::Executed: {
+            auto d = protocol::decode_executed(frame.text());
+            if (!d) return bad(d.error);
+            events.emplace_back(Executed{std::move(*d.value)});
+            break;
+        }
+        case FrameType::CommandList: {
+            auto d = protocol::decode_command_list(frame.text());
+            if (!d) return bad(d.error);
+            events.emplace_back(CommandList{std::move(*d.value)});
             break;
         }
         default: return;
@@ -480,7 +511,9 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
         case FrameType::Waited:
         case FrameType::Killed:
         case FrameType::Sent:
-        case FrameType::Screen: return handle_reply(frame, events);
+        case FrameType::Screen:
+        case FrameType::Executed:
+        case FrameType::CommandList: return handle_reply(frame, events);
         case FrameType::Exit: {
             if (mode_ != Mode::Session || !started_) break;
             auto d = protocol::decode_exit(frame.text());

@@ -83,6 +83,12 @@ public:
     bool queue_send(const std::string& id, std::span<const std::uint8_t> bytes, std::string& why);
     // Version 3. SNAPSHOT: what session `id`'s terminal shows; the reply is a Screen event.
     bool queue_snapshot(const protocol::SnapshotRequest& request, std::string& why);
+    // Version 4. EXEC: run one command line in session `id`'s shell; the reply is an
+    // Executed event once it has ended (or waits for input, or timed out). False with `why`
+    // for a line EXEC cannot carry (protocol::is_exec_command) or a timeout out of range.
+    bool queue_exec(const protocol::ExecRequest& request, std::string& why);
+    // COMMANDS: session `id`'s command records; the reply is a CommandList event.
+    bool queue_commands(const protocol::CommandsRequest& request, std::string& why);
     // DETACH: leave the session this connection started or attached to; it goes on.
     void queue_detach();
 
