@@ -54,6 +54,7 @@ for (const name of ["bash", "zsh"]) {
   test(`${name}: long output comes condensed, head and tail, within max_output_bytes`, async () => {
     const id = await shell([name]);
     const r = await tool(client, "terminal_exec", { id, command: "seq 1 100000", max_output_bytes: 2000 });
+    assert.equal(r.state, "exited", JSON.stringify(r));
     assert.equal(r.exit_code, 0);
     assert.equal(r.truncated, true);
     assert.ok(Buffer.byteLength(r.output) <= 2000, `${Buffer.byteLength(r.output)} bytes`);
