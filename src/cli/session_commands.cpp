@@ -97,6 +97,13 @@ std::string_view state_name(protocol::State state) {
     return state == protocol::State::Exited ? "exited" : "running";  // "starting" is running to a person
 }
 
+// The table's STATE: "input" for a program that waits for input on its terminal (a shell at
+// its prompt waits too, but is no news), else running or exited.
+std::string_view state_column(const protocol::SessionInfo& s) {
+    if (s.state != protocol::State::Exited && s.waiting_for_input && !s.at_prompt) return "input";
+    return state_name(s.state);
+}
+
 std::string exit_column(const protocol::SessionInfo& s) {
     if (!s.exit) return "-";
     switch (s.exit->kind) {
@@ -173,7 +180,7 @@ std::string format_age(std::int64_t seconds) {
 std::string format_sessions(const std::vector<protocol::SessionInfo>& sessions, std::int64_t now) {
     std::vector<std::vector<std::string>> rows{{"ID", "STATE", "EXIT", "CLIENTS", "OFFSET", "AGE", "COMMAND"}};
     for (const auto& s : sessions)
-        rows.push_back({s.id, std::string(state_name(s.state)), exit_column(s), std::to_string(s.clients),
+        rows.push_back({s.id, std::string(state_column(s)), exit_column(s), std::to_string(s.clients),
                         std::to_string(s.offset), format_age(now - s.created), command_line(s.argv)});
     return format_table(rows);
 }

@@ -82,7 +82,7 @@ int kill_command(const KillOptions& options);
 
 // --- the pure parts, unit-tested (session_commands_test.cpp) ----------------------------
 
-// The table of `ls`: ID, STATE, EXIT, CLIENTS, OFFSET (bytes written), AGE (from `now`, Unix
+// The table of `ls`: ID, STATE ("input" for a program that waits for input), EXIT, CLIENTS, OFFSET (bytes written), AGE (from `now`, Unix
 // seconds) and COMMAND, one line per session under a header line.
 std::string format_sessions(const std::vector<protocol::SessionInfo>& sessions, std::int64_t now);
 
