@@ -171,11 +171,12 @@ bool Connection::start(const StartOptions& options, std::string& why) {
                              " bytes encoded, limit " + std::to_string(protocol::max_payload(FrameType::Start)) +
                              ")");
     mode_ = Mode::Session;
+    if (options.shell_integration) version_ = protocol::kVersion;
     return send_start(payload, dir_fd, why);
 }
 
 bool Connection::send_start(const std::string& payload, int directory_fd, std::string& why) {
-    const auto frame = protocol::encode_frame(FrameType::Start, payload);
+    const auto frame = protocol::encode_frame(FrameType::Start, payload, version_);
     // send_with_fd needs a blocking socket to send the whole frame; START is the first
     // frame, so nothing else is waiting and blocking here only waits for the daemon to read.
     if (const int r = set_nonblocking(socket_.get(), false); r < 0)
@@ -222,9 +223,10 @@ bool Connection::attach(const protocol::AttachRequest& request, std::string& why
     return true;
 }
 
-void Connection::queue_request(FrameType type, std::string_view payload) {
+void Connection::queue_request(FrameType type, std::string_view payload, bool needs_version4) {
     if (mode_ != Mode::Idle) throw std::logic_error("ptyvisor: a request must be the first one");
     mode_ = Mode::Request;
+    if (needs_version4) version_ = protocol::kVersion;
     request_ = type;
     queue_frame(type, payload);
 }
@@ -239,7 +241,9 @@ bool Connection::queue_read(const protocol::ReadRequest& request, std::string& w
 
 bool Connection::queue_wait(const protocol::WaitRequest& request, std::string& why) {
     if (!valid_id(request.id, why)) return false;
-    queue_request(FrameType::Wait, protocol::encode(request));
+    using For = protocol::WaitRequest::For;
+    const bool needs_version4 = request.what == For::Command || request.what == For::Prompt || request.what == For::Input;
+    queue_request(FrameType::Wait, protocol::encode(request), needs_version4);
     return true;
 }
 
@@ -276,13 +280,13 @@ bool Connection::queue_exec(const protocol::ExecRequest& request, std::string& w
         why = "EXEC's timeout is 1 to " + std::to_string(protocol::kMaxWaitMs) + " ms";
         return false;
     }
-    queue_request(FrameType::Exec, protocol::encode(request));
+    queue_request(FrameType::Exec, protocol::encode(request), true);
     return true;
 }
 
 bool Connection::queue_commands(const protocol::CommandsRequest& request, std::string& why) {
     if (!valid_id(request.id, why)) return false;
-    queue_request(FrameType::Commands, protocol::encode(request));
+    queue_request(FrameType::Commands, protocol::encode(request), true);
     return true;
 }
 
@@ -299,14 +303,14 @@ void Connection::require_session(const char* what) const {
 void Connection::queue_frame(FrameType type, std::string_view payload) {
     // After a failed write nobody reads: keep nothing.
     if (write_error_ != 0) return;
-    outgoing_.push(protocol::encode_frame(type, payload));
+    outgoing_.push(protocol::encode_frame(type, payload, version_));
 }
 
 void Connection::queue_input(std::span<const std::uint8_t> bytes) {
     require_session("INPUT");
     while (!bytes.empty()) {
         const auto n = std::min<std::size_t>(bytes.size(), protocol::kMaxIoPayloadSize);
-        if (write_error_ == 0) outgoing_.push(protocol::encode_frame(FrameType::Input, bytes.first(n)));
+        if (write_error_ == 0) outgoing_.push(protocol::encode_frame(FrameType::Input, bytes.first(n), version_));
         bytes = bytes.subspan(n);
     }
 }
