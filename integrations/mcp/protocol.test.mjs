@@ -48,7 +48,7 @@ test("the SDK's client negotiates its newest version", async () => {
   assert.ok(client.getServerCapabilities().tools);
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name).sort(), [
-    "terminal_kill", "terminal_list", "terminal_read", "terminal_resize",
+    "terminal_exec", "terminal_kill", "terminal_list", "terminal_read", "terminal_resize",
     "terminal_screen", "terminal_start", "terminal_wait", "terminal_write",
   ]);
   for (const t of tools) {

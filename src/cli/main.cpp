@@ -2,6 +2,7 @@
 // subcommands; see run_command.h, status_command.h and session_commands.h.
 #include <CLI/CLI.hpp>
 
+#include "cli/exec_command.h"
 #include "cli/mcp/mcp_command.h"
 #include "cli/relay.h"
 #include "cli/run_command.h"
@@ -46,6 +47,9 @@ int main(int argc, char** argv) {
     run_cmd->add_flag("-q,--quiet", run.quiet, "do not report how a session ended");
     run_cmd->add_flag("-d,--detach", run.detach,
                       "start the session in the background: print its id and exit once it runs");
+    run_cmd->add_flag("--shell-integration", run.shell_integration,
+                      "COMMAND is bash or zsh (with -i, -l or --login at most): make it report its prompts "
+                      "and commands, for exec, commands and wait --for command");
     run_cmd->add_option("command", run.command, "the command and its arguments (after --)")->required();
     // Everything from the command on is the command's, options included.
     run_cmd->positionals_at_end();
@@ -97,10 +101,37 @@ int main(int argc, char** argv) {
     auto* wait_cmd = app.add_subcommand("wait", "Wait for a session to exit, go quiet or print a text");
     add_socket_option(*wait_cmd, wait.socket);
     wait_cmd->add_option("--timeout", wait.timeout, "give up after this many seconds, with status 124");
-    wait_cmd->add_option("--for", wait.condition, "exit, quiet:MS or text:REGEX (RE2 over the raw output)")
+    wait_cmd->add_option("--for", wait.condition,
+                         "exit, quiet:MS, text:REGEX (RE2 over the raw output), command (a command ends; its "
+                         "record is printed), prompt (the shell is at its prompt) or input (the program waits "
+                         "for input)")
         ->capture_default_str();
     wait_cmd->add_option("--from", wait.from, "for text: search from start (default), tail or an offset");
+    wait_cmd->add_option("--after", wait.after,
+                         "for command: a command whose seq is greater than this ends (default: the next to end)");
     add_id(*wait_cmd, wait.id);
+
+    ptyvisor::cli::ExecOptions exec;
+    auto* exec_cmd = app.add_subcommand(
+        "exec", "Run a command line in a session's shell (started with --shell-integration): print its output, "
+                "exit with its status");
+    add_socket_option(*exec_cmd, exec.socket);
+    exec_cmd->add_option("--timeout", exec.timeout,
+                         "give up after this many seconds, with status 124 (the command goes on)");
+    exec_cmd->add_flag("--interrupt", exec.interrupt, "at the timeout, press Ctrl-C and wait up to 5 s for its end");
+    exec_cmd->add_flag("--json", exec.json,
+                       "print one JSON object {exit_code, state, output, truncated, seq} instead of the output");
+    add_id(*exec_cmd, exec.id);
+    exec_cmd->add_option("command", exec.command, "the command line, its words joined by spaces (after --)")
+        ->required();
+    exec_cmd->positionals_at_end();
+
+    ptyvisor::cli::CommandsOptions commands;
+    auto* commands_cmd = app.add_subcommand("commands", "List the commands a session's shell has run");
+    add_socket_option(*commands_cmd, commands.socket);
+    commands_cmd->add_flag("--json", commands.json, "print the daemon's JSON reply (records with their log offsets)");
+    commands_cmd->add_option("--since", commands.since, "only the commands whose seq is greater than this");
+    add_id(*commands_cmd, commands.id);
 
     ptyvisor::cli::KillOptions kill;
     auto* kill_cmd = app.add_subcommand("kill", "End a session, or send a signal to its processes");
@@ -135,6 +166,8 @@ int main(int argc, char** argv) {
     if (*logs_cmd) return ptyvisor::cli::logs_command(logs);
     if (*send_cmd) return ptyvisor::cli::send_command(send);
     if (*wait_cmd) return ptyvisor::cli::wait_command(wait);
+    if (*exec_cmd) return ptyvisor::cli::exec_command(exec);
+    if (*commands_cmd) return ptyvisor::cli::commands_command(commands);
     if (*kill_cmd) return ptyvisor::cli::kill_command(kill);
     if (*screen_cmd) return ptyvisor::cli::screen_command(screen);
     if (*mcp_cmd) return ptyvisor::cli::mcp::mcp_command(mcp);

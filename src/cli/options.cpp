@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "client/default_socket.h"
+#include "protocol/command_payloads.h"
 
 extern char** environ;
 
@@ -160,8 +161,31 @@ bool parse_wait_condition(std::string_view text, protocol::WaitRequest& out, std
         out.pattern = std::string(pattern);
         return true;
     }
-    why = "--for expects exit, quiet:MS or text:REGEX, got '" + std::string(text) + "'";
+    if (text == "command" || text == "prompt" || text == "input") {
+        out.what = text == "command" ? For::Command : text == "prompt" ? For::Prompt : For::Input;
+        return true;
+    }
+    why = "--for expects exit, quiet:MS, text:REGEX, command, prompt or input, got '" + std::string(text) + "'";
     return false;
+}
+
+bool parse_command_seq(std::string_view text, std::uint64_t& out, std::string& why) {
+    if (parse_u64(text, out)) return true;
+    why = "--after expects a command's seq (a number, as `ptyvisor commands` shows it), got '" + std::string(text) +
+          "'";
+    return false;
+}
+
+bool exec_line(const std::vector<std::string>& words, std::string& out, std::string& why) {
+    std::string line;
+    for (const auto& word : words) {
+        if (!line.empty()) line += ' ';
+        line += word;
+    }
+    if (line.find_first_not_of(" \t") == std::string::npos) return why = "no command given", false;
+    if (!protocol::is_exec_command(line, why)) return why = "cannot run this command line: " + why, false;
+    out = std::move(line);
+    return true;
 }
 
 bool parse_timeout_seconds(std::string_view text, std::uint64_t& milliseconds, std::string& why) {

@@ -47,9 +47,20 @@ bool check_session_id(std::string_view text, std::string& why);
 // --from: "start", "tail" or an offset (decimal, unsigned 64-bit), into `out`. False with `why`.
 bool parse_log_position(std::string_view text, protocol::LogPosition& out, std::string& why);
 
-// --for of `ptyvisor wait`: "exit", "quiet:MS" (1..86400000) or "text:REGEX" (a non-empty
-// pattern of at most 1024 bytes), into `out`'s what, quiet_ms and pattern. False with `why`.
+// --for of `ptyvisor wait`: "exit", "quiet:MS" (1..86400000), "text:REGEX" (a non-empty
+// pattern of at most 1024 bytes), or, protocol version 4, "command", "prompt" or "input",
+// into `out`'s what, quiet_ms and pattern. False with `why`.
 bool parse_wait_condition(std::string_view text, protocol::WaitRequest& out, std::string& why);
+
+// --after of `ptyvisor wait --for command`: a command seq (decimal, unsigned 64-bit). False
+// with `why`.
+bool parse_command_seq(std::string_view text, std::uint64_t& out, std::string& why);
+
+// The one command line `ptyvisor exec` types: COMMAND's words joined by single spaces, as
+// ssh joins its command's words (the shell in the session splits them again). False with
+// `why` when there is nothing to run, or the line is one EXEC cannot carry (a newline or
+// another control character, more than 16 KiB, not UTF-8).
+bool exec_line(const std::vector<std::string>& words, std::string& out, std::string& why);
 
 // --timeout of `ptyvisor wait`: seconds, a decimal number such as 30 or 0.5, at most 86400,
 // into milliseconds (rounded up). False with `why`.

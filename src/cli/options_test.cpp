@@ -144,6 +144,57 @@ TEST(ParseWaitCondition, ExitQuietOrText) {
     EXPECT_TRUE(parse_wait_condition("text:" + std::string(1024, 'x'), w, why)) << why;
 }
 
+TEST(ParseWaitCondition, TheConditionsOfVersion4) {
+    using For = protocol::WaitRequest::For;
+    protocol::WaitRequest w;
+    std::string why;
+    ASSERT_TRUE(parse_wait_condition("command", w, why)) << why;
+    EXPECT_EQ(w.what, For::Command);
+    ASSERT_TRUE(parse_wait_condition("prompt", w, why)) << why;
+    EXPECT_EQ(w.what, For::Prompt);
+    ASSERT_TRUE(parse_wait_condition("input", w, why)) << why;
+    EXPECT_EQ(w.what, For::Input);
+    for (const std::string bad : {"command:1", "Input", "inputs", "prompt:"}) {
+        EXPECT_FALSE(parse_wait_condition(bad, w, why)) << bad;
+        EXPECT_NE(why.find("input"), std::string::npos) << "the message names the new conditions: " << why;
+    }
+}
+
+TEST(ParseCommandSeq, ADecimalSeq) {
+    std::uint64_t seq = 9;
+    std::string why;
+    ASSERT_TRUE(parse_command_seq("0", seq, why)) << why;
+    EXPECT_EQ(seq, 0u);
+    ASSERT_TRUE(parse_command_seq("41", seq, why)) << why;
+    EXPECT_EQ(seq, 41u);
+    for (const std::string bad : {"", "-1", "1.5", "x", "18446744073709551616"}) {
+        EXPECT_FALSE(parse_command_seq(bad, seq, why)) << bad;
+        EXPECT_NE(why.find("--after"), std::string::npos) << why;
+    }
+}
+
+TEST(ExecLine, JoinsTheWordsBySpacesAsSshDoes) {
+    std::string line, why;
+    ASSERT_TRUE(exec_line({"echo", "a  b", "$HOME"}, line, why)) << why;
+    EXPECT_EQ(line, "echo a  b $HOME");
+    ASSERT_TRUE(exec_line({"printf '%s\\n' x | wc -c"}, line, why)) << why;
+    EXPECT_EQ(line, "printf '%s\\n' x | wc -c");
+    ASSERT_TRUE(exec_line({"echo", "\tq"}, line, why)) << why;
+}
+
+TEST(ExecLine, RefusesWhatIsNotOneLine) {
+    std::string line = "kept", why;
+    EXPECT_FALSE(exec_line({}, line, why));
+    EXPECT_FALSE(exec_line({"", " "}, line, why));
+    EXPECT_FALSE(exec_line({"echo a\necho b"}, line, why));
+    EXPECT_NE(why.find("cannot run"), std::string::npos) << why;
+    EXPECT_FALSE(exec_line({"echo \x1b[1m"}, line, why));
+    EXPECT_FALSE(exec_line({std::string(16385, 'x')}, line, why));
+    EXPECT_FALSE(exec_line({"echo \xff"}, line, why));
+    EXPECT_EQ(line, "kept") << "nothing is written on failure";
+    EXPECT_TRUE(exec_line({std::string(16384, 'x')}, line, why)) << why;
+}
+
 TEST(ParseTimeoutSeconds, SecondsIntoMilliseconds) {
     std::uint64_t ms = 7;
     std::string why;

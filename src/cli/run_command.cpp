@@ -28,6 +28,7 @@ bool start_options(const RunOptions& o, client::StartOptions& s, int& winch_fd, 
     set_variable(s.env, "TERM", s.term);
     if (o.directory) s.cwd = *o.directory;
     s.detach = o.detach;
+    s.shell_integration = o.shell_integration;
     // Our terminal answers the program's queries; without one the daemon's screen does.
     s.terminal = !o.detach && ::isatty(STDIN_FILENO) == 1;
 
@@ -48,7 +49,11 @@ int failure(std::string& message, const std::string& why) {
 }
 
 std::string error_text(const protocol::ErrorReply& e) {
-    return e.message + " (" + std::string(protocol::to_string(e.code)) + ")";
+    std::string text = e.message + " (" + std::string(protocol::to_string(e.code)) + ")";
+    if (e.code == protocol::ErrorCode::UnsupportedVersion)
+        text += ": this daemon is older than this client and does not offer what it needs "
+                "(shell integration needs protocol version 4)";
+    return text;
 }
 
 // --detach: START, then STARTED's id on stdout; the session goes on when we close.

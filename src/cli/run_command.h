@@ -22,6 +22,7 @@ struct RunOptions {
     std::optional<std::string> term;       // --term
     bool quiet = false;                    // --quiet
     bool detach = false;                   // --detach
+    bool shell_integration = false;        // --shell-integration: bash or zsh that marks its commands
     std::vector<std::string> command;      // CMD ARGS...
 };
 

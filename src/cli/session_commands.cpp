@@ -97,6 +97,13 @@ std::string_view state_name(protocol::State state) {
     return state == protocol::State::Exited ? "exited" : "running";  // "starting" is running to a person
 }
 
+// The table's STATE: "input" for a program that waits for input on its terminal (a shell at
+// its prompt waits too, but is no news), else running or exited.
+std::string_view state_column(const protocol::SessionInfo& s) {
+    if (s.state != protocol::State::Exited && s.waiting_for_input && !s.at_prompt) return "input";
+    return state_name(s.state);
+}
+
 std::string exit_column(const protocol::SessionInfo& s) {
     if (!s.exit) return "-";
     switch (s.exit->kind) {
@@ -129,6 +136,14 @@ nlohmann::json exit_json(const std::optional<protocol::ExitStatus>& exit) {
     j["reason"] = std::string(protocol::to_string(exit->reason));
     if (!exit->unit_result.empty()) j["unit_result"] = exit->unit_result;
     return j;
+}
+
+nlohmann::json last_command_json(const std::optional<protocol::CommandRecord>& r) {
+    if (!r) return nullptr;
+    return {{"seq", r->seq},
+            {"command", r->command},
+            {"exit_code", r->exit_code ? nlohmann::json(*r->exit_code) : nlohmann::json(nullptr)},
+            {"running", !r->ended()}};
 }
 
 bool write_all(int fd, std::string_view bytes, std::string& why) {
@@ -165,7 +180,7 @@ std::string format_age(std::int64_t seconds) {
 std::string format_sessions(const std::vector<protocol::SessionInfo>& sessions, std::int64_t now) {
     std::vector<std::vector<std::string>> rows{{"ID", "STATE", "EXIT", "CLIENTS", "OFFSET", "AGE", "COMMAND"}};
     for (const auto& s : sessions)
-        rows.push_back({s.id, std::string(state_name(s.state)), exit_column(s), std::to_string(s.clients),
+        rows.push_back({s.id, std::string(state_column(s)), exit_column(s), std::to_string(s.clients),
                         std::to_string(s.offset), format_age(now - s.created), command_line(s.argv)});
     return format_table(rows);
 }
@@ -184,7 +199,11 @@ std::string sessions_json(const std::vector<protocol::SessionInfo>& sessions) {
                          {"cwd", s.cwd},
                          {"detached", s.detached},
                          {"unit", s.unit},
-                         {"pid", s.pid}});
+                         {"pid", s.pid},
+                         {"shell", s.shell ? nlohmann::json(*s.shell) : nlohmann::json(nullptr)},
+                         {"at_prompt", s.at_prompt},
+                         {"waiting_for_input", s.waiting_for_input},
+                         {"last_command", last_command_json(s.last_command)}});
     }
     return array.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -208,11 +227,18 @@ int wait_status(const protocol::WaitReply& reply, protocol::WaitRequest::For wha
         message = "ptyvisor: the session ended, but the daemon did not say how";
         return kFailure;
     }
-    if ((reply.reason == "quiet" && what == For::Quiet) || (reply.reason == "text" && what == For::Text)) return 0;
+    if ((reply.reason == "quiet" && what == For::Quiet) || (reply.reason == "text" && what == For::Text) ||
+        (reply.reason == "command" && what == For::Command) || (reply.reason == "prompt" && what == For::Prompt) ||
+        (reply.reason == "input" && what == For::Input))
+        return 0;
     if (reply.reason == "exited") {
+        const char* before = what == For::Text      ? "the text appeared"
+                             : what == For::Quiet   ? "its output went quiet"
+                             : what == For::Command ? "the command ended"
+                             : what == For::Prompt  ? "its shell was at its prompt"
+                                                    : "it waited for input";
         message = std::string("ptyvisor: the session exited (status ") +
-                  std::to_string(reply.exit ? reply.exit->shell_status() : kFailure) + ") before " +
-                  (what == For::Text ? "the text appeared" : "its output went quiet");
+                  std::to_string(reply.exit ? reply.exit->shell_status() : kFailure) + ") before " + before;
         return 1;
     }
     if (reply.reason == "gone") {
@@ -279,6 +305,15 @@ int kill_command(const KillOptions& options) {
 
 // --- wait ----------------------------------------------------------------------------------
 
+namespace {
+
+bool is_version4(protocol::WaitRequest::For what) {
+    using For = protocol::WaitRequest::For;
+    return what == For::Command || what == For::Prompt || what == For::Input;
+}
+
+}  // namespace
+
 int wait_command(const WaitOptions& options) {
     std::string why;
     if (!check_session_id(options.id, why)) return failure(why);
@@ -290,6 +325,12 @@ int wait_command(const WaitOptions& options) {
             return failure("--from applies to --for text:REGEX only");
         if (!parse_log_position(*options.from, request.from, why)) return failure(why);
     }
+    if (options.after) {
+        if (request.what != protocol::WaitRequest::For::Command) return failure("--after applies to --for command only");
+        std::uint64_t after = 0;
+        if (!parse_command_seq(*options.after, after, why)) return failure(why);
+        request.after = after;
+    }
     std::uint64_t timeout_ms = protocol::kMaxWaitMs;
     if (options.timeout && !parse_timeout_seconds(*options.timeout, timeout_ms, why)) return failure(why);
     // Without --timeout, as long as it takes: the daemon bounds one WAIT, so ask again.
@@ -298,9 +339,16 @@ int wait_command(const WaitOptions& options) {
         request.timeout_ms = timeout_ms;
         client::Transcript t;
         const auto queue = [&](client::Connection& c, std::string& w) { return c.queue_wait(request, w); };
-        if (!exchange(options.socket, queue, milliseconds(timeout_ms) + kWaitMargin, t, why)) return failure(why);
+        if (!exchange(options.socket, queue, milliseconds(timeout_ms) + kWaitMargin, t, why)) {
+            if (t.error && is_version4(request.what) &&
+                (t.error->code == protocol::ErrorCode::UnsupportedVersion || t.error->code == protocol::ErrorCode::BadFrame))
+                why += " (a daemon older than protocol version 4 does not offer --for " + options.condition + ")";
+            return failure(why);
+        }
         if (!t.waited) return failure("connection to the daemon lost");
         if (forever && t.waited->reason == "timeout") continue;
+        if (t.waited->reason == "command" && t.waited->command)
+            std::cout << protocol::encode(*t.waited->command) << '\n' << std::flush;
         std::string message;
         const int code = wait_status(*t.waited, request.what, message);
         if (!message.empty()) std::cerr << message << '\n' << std::flush;

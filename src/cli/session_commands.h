@@ -6,8 +6,9 @@
 //                                             ATTACH, relayed like run (relay.h)
 //   ptyvisor logs [--from P] [--follow] ID    READ; --follow: ATTACH as an observer
 //   ptyvisor send [--keys] ID TEXT...         SEND
-//   ptyvisor wait [--timeout S] [--for C] [--from P] ID
-//                                             WAIT
+//   ptyvisor wait [--timeout S] [--for C] [--from P] [--after N] ID
+//                                             WAIT; --for command prints the command's
+//                                             record (one JSON line) on stdout
 //   ptyvisor kill [-s SIGNAL] ID              KILL
 //
 // Exit status: 255 with the reason on stderr when the daemon refuses or cannot be reached.
@@ -62,6 +63,7 @@ struct WaitOptions {
     std::optional<std::string> timeout;  // seconds; none: wait as long as it takes
     std::string condition = "exit";      // --for
     std::optional<std::string> from;     // --from, for text
+    std::optional<std::string> after;    // --after, for command
     std::string id;
 };
 
@@ -80,13 +82,14 @@ int kill_command(const KillOptions& options);
 
 // --- the pure parts, unit-tested (session_commands_test.cpp) ----------------------------
 
-// The table of `ls`: ID, STATE, EXIT, CLIENTS, OFFSET (bytes written), AGE (from `now`, Unix
+// The table of `ls`: ID, STATE ("input" for a program that waits for input), EXIT, CLIENTS, OFFSET (bytes written), AGE (from `now`, Unix
 // seconds) and COMMAND, one line per session under a header line.
 std::string format_sessions(const std::vector<protocol::SessionInfo>& sessions, std::int64_t now);
 
 // `ls --json`: an array of objects {id, argv, state ("running"/"exited"), exit (null, or
 // {status, code | signal and core, reason, unit_result?}), offset, start, clients, created,
-// cwd, detached, unit, pid}.
+// cwd, detached, unit, pid, shell (null, "bash" or "zsh"), at_prompt, waiting_for_input,
+// last_command (null, or {seq, command, exit_code, running})}.
 std::string sessions_json(const std::vector<protocol::SessionInfo>& sessions);
 
 // "5s", "3m", "2h", "4d".

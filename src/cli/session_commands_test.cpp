@@ -88,6 +88,38 @@ TEST(FormatSessions, NoSessionsIsTheHeaderAlone) {
     EXPECT_EQ(lines[0].substr(0, 2), "ID");
 }
 
+TEST(FormatSessions, AProgramWaitingForInputShowsInState) {
+    auto sessions = examples();
+    sessions[0].waiting_for_input = true;
+    auto lines = lines_of(format_sessions(sessions, 1000));
+    const auto state_at = lines[0].find("STATE");
+    EXPECT_EQ(lines[1].substr(state_at, 6), "input ");
+    sessions[0].at_prompt = true;  // a shell at its prompt waits too: that is no news
+    lines = lines_of(format_sessions(sessions, 1000));
+    EXPECT_EQ(lines[1].substr(state_at, 7), "running");
+}
+
+TEST(SessionsJson, CommandMembers) {
+    auto sessions = examples();
+    sessions[0].shell = "zsh";
+    sessions[0].waiting_for_input = true;
+    protocol::CommandRecord r;
+    r.seq = 4;
+    r.command = "make";
+    sessions[0].last_command = r;
+    sessions[1].last_command = r;
+    sessions[1].last_command->output_end = 10;
+    sessions[1].last_command->exit_code = 2;
+    const auto j = nlohmann::json::parse(sessions_json(sessions));
+    EXPECT_EQ(j[0]["shell"], "zsh");
+    EXPECT_EQ(j[0]["waiting_for_input"], true);
+    EXPECT_EQ(j[0]["last_command"], nlohmann::json::parse(R"({"seq":4,"command":"make","exit_code":null,"running":true})"));
+    EXPECT_EQ(j[1]["last_command"], nlohmann::json::parse(R"({"seq":4,"command":"make","exit_code":2,"running":false})"));
+    EXPECT_EQ(j[2]["waiting_for_input"], false);
+    EXPECT_TRUE(j[2]["last_command"].is_null());
+    EXPECT_TRUE(j[2]["shell"].is_null());
+}
+
 TEST(SessionsJson, TheMembersScriptsRelyOn) {
     const auto j = nlohmann::json::parse(sessions_json(examples()));
     ASSERT_TRUE(j.is_array());

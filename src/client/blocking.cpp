@@ -37,6 +37,8 @@ void record(Event& event, Transcript& t) {
             else if constexpr (std::is_same_v<T, Killed>) t.killed = std::move(e.reply);
             else if constexpr (std::is_same_v<T, Sent>) t.sent = e.reply;
             else if constexpr (std::is_same_v<T, Screen>) t.screen = e;
+            else if constexpr (std::is_same_v<T, Executed>) t.executed = std::move(e.reply);
+            else if constexpr (std::is_same_v<T, CommandList>) t.command_list = std::move(e.reply);
         },
         event);
 }

@@ -38,6 +38,9 @@ struct Transcript {
     std::optional<protocol::SentReply> sent;
     // Version 3.
     std::optional<Screen> screen;
+    // Version 4.
+    std::optional<protocol::ExecReply> executed;
+    std::optional<protocol::CommandListReply> command_list;
 };
 
 // Flushes and reads until the connection finishes (Closed or ProtocolViolation), gathering

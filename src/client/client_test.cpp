@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <thread>
 #include <string>
 #include <vector>
@@ -638,6 +639,66 @@ TEST(ClientConnect, AFullListenQueueIsGivenUpAtTheDeadline) {
     EXPECT_FALSE(late.connect(path.string(), why, std::chrono::milliseconds(300)));
     EXPECT_NE(why.find("accepted no connection"), std::string::npos) << why;
     std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace ptyvisor::client
+
+namespace ptyvisor::client {
+namespace {
+
+// Requests of version 4 go in version 4; every other request in version 3, which a daemon of
+// version 3 still serves.
+TEST(ClientVersion, OnlyVersion4RequestsSpeakVersion4) {
+    const std::string id(32, 'b');
+    const auto first_frame = [](const std::function<void(Connection&)>& queue) {
+        auto [client, server_fd] = make_pair();
+        FakeServer server{server_fd.get(), {}, {}};
+        queue(client);
+        EXPECT_TRUE(client.flush());
+        return server.next_frame();
+    };
+    std::string why;
+    auto frame = first_frame([](Connection& c) { c.queue_list(); });
+    EXPECT_EQ(frame.version, 3);
+    frame = first_frame([&](Connection& c) { EXPECT_TRUE(c.queue_exec({id, "make", 1000, false}, why)) << why; });
+    EXPECT_EQ(frame.type, FrameType::Exec);
+    EXPECT_EQ(frame.version, 4);
+    frame = first_frame([&](Connection& c) { EXPECT_TRUE(c.queue_commands({id, 2}, why)) << why; });
+    EXPECT_EQ(frame.version, 4);
+    protocol::WaitRequest wait;
+    wait.id = id;
+    frame = first_frame([&](Connection& c) { EXPECT_TRUE(c.queue_wait(wait, why)) << why; });
+    EXPECT_EQ(frame.version, 3) << "a wait for exit";
+    wait.what = protocol::WaitRequest::For::Input;
+    frame = first_frame([&](Connection& c) { EXPECT_TRUE(c.queue_wait(wait, why)) << why; });
+    EXPECT_EQ(frame.version, 4) << "a wait for input";
+}
+
+TEST(ClientVersion, ExecRefusesALineThatIsNotOne) {
+    auto [client, server_fd] = make_pair();
+    std::string why;
+    EXPECT_FALSE(client.queue_exec({std::string(32, 'b'), "a\nb", 1000, false}, why));
+    EXPECT_FALSE(why.empty());
+    EXPECT_FALSE(client.queue_exec({std::string(32, 'b'), "ls", 0, false}, why));
+    EXPECT_FALSE(client.wants_write()) << "nothing queued";
+}
+
+TEST(ClientVersion, ExecutedIsDecoded) {
+    auto [client, server_fd] = make_pair();
+    std::string why;
+    ASSERT_TRUE(client.queue_exec({std::string(32, 'b'), "true", 1000, false}, why)) << why;
+    client.flush();
+    protocol::ExecReply reply;
+    reply.id = std::string(32, 'b');
+    reply.exit_code = 0;
+    reply.offset = 99;
+    std::thread writer([&] { send_frame(server_fd.get(), FrameType::Executed, protocol::encode(reply)); server_fd.reset(); });
+    const auto t = complete(client);
+    writer.join();
+    ASSERT_TRUE(t.executed) << t.violation.value_or("");
+    EXPECT_EQ(*t.executed, reply);
+    EXPECT_TRUE(t.closed);
 }
 
 }  // namespace

@@ -164,17 +164,19 @@ bool Connection::start(const StartOptions& options, std::string& why) {
     request.size = options.size;
     request.detach = options.detach;
     request.terminal = options.terminal;
+    request.shell_integration = options.shell_integration;
     const std::string payload = protocol::encode(request);
     if (payload.size() > protocol::max_payload(FrameType::Start))
         return fail(why, "the command line and environment are too large (" + std::to_string(payload.size()) +
                              " bytes encoded, limit " + std::to_string(protocol::max_payload(FrameType::Start)) +
                              ")");
     mode_ = Mode::Session;
+    if (options.shell_integration) version_ = protocol::kVersion;
     return send_start(payload, dir_fd, why);
 }
 
 bool Connection::send_start(const std::string& payload, int directory_fd, std::string& why) {
-    const auto frame = protocol::encode_frame(FrameType::Start, payload);
+    const auto frame = protocol::encode_frame(FrameType::Start, payload, version_);
     // send_with_fd needs a blocking socket to send the whole frame; START is the first
     // frame, so nothing else is waiting and blocking here only waits for the daemon to read.
     if (const int r = set_nonblocking(socket_.get(), false); r < 0)
@@ -221,9 +223,10 @@ bool Connection::attach(const protocol::AttachRequest& request, std::string& why
     return true;
 }
 
-void Connection::queue_request(FrameType type, std::string_view payload) {
+void Connection::queue_request(FrameType type, std::string_view payload, bool needs_version4) {
     if (mode_ != Mode::Idle) throw std::logic_error("ptyvisor: a request must be the first one");
     mode_ = Mode::Request;
+    if (needs_version4) version_ = protocol::kVersion;
     request_ = type;
     queue_frame(type, payload);
 }
@@ -238,7 +241,9 @@ bool Connection::queue_read(const protocol::ReadRequest& request, std::string& w
 
 bool Connection::queue_wait(const protocol::WaitRequest& request, std::string& why) {
     if (!valid_id(request.id, why)) return false;
-    queue_request(FrameType::Wait, protocol::encode(request));
+    using For = protocol::WaitRequest::For;
+    const bool needs_version4 = request.what == For::Command || request.what == For::Prompt || request.what == For::Input;
+    queue_request(FrameType::Wait, protocol::encode(request), needs_version4);
     return true;
 }
 
@@ -269,6 +274,22 @@ bool Connection::queue_snapshot(const protocol::SnapshotRequest& request, std::s
     return true;
 }
 
+bool Connection::queue_exec(const protocol::ExecRequest& request, std::string& why) {
+    if (!valid_id(request.id, why) || !protocol::is_exec_command(request.command, why)) return false;
+    if (request.timeout_ms < 1 || request.timeout_ms > protocol::kMaxWaitMs) {
+        why = "EXEC's timeout is 1 to " + std::to_string(protocol::kMaxWaitMs) + " ms";
+        return false;
+    }
+    queue_request(FrameType::Exec, protocol::encode(request), true);
+    return true;
+}
+
+bool Connection::queue_commands(const protocol::CommandsRequest& request, std::string& why) {
+    if (!valid_id(request.id, why)) return false;
+    queue_request(FrameType::Commands, protocol::encode(request), true);
+    return true;
+}
+
 void Connection::queue_detach() {
     require_session("DETACH");
     queue_frame(FrameType::Detach, {});
@@ -282,14 +303,14 @@ void Connection::require_session(const char* what) const {
 void Connection::queue_frame(FrameType type, std::string_view payload) {
     // After a failed write nobody reads: keep nothing.
     if (write_error_ != 0) return;
-    outgoing_.push(protocol::encode_frame(type, payload));
+    outgoing_.push(protocol::encode_frame(type, payload, version_));
 }
 
 void Connection::queue_input(std::span<const std::uint8_t> bytes) {
     require_session("INPUT");
     while (!bytes.empty()) {
         const auto n = std::min<std::size_t>(bytes.size(), protocol::kMaxIoPayloadSize);
-        if (write_error_ == 0) outgoing_.push(protocol::encode_frame(FrameType::Input, bytes.first(n)));
+        if (write_error_ == 0) outgoing_.push(protocol::encode_frame(FrameType::Input, bytes.first(n), version_));
         bytes = bytes.subspan(n);
     }
 }
@@ -378,6 +399,8 @@ void Connection::handle_reply(protocol::Frame& frame, std::vector<Event>& events
                           : request_ == FrameType::Kill ? FrameType::Killed
                           : request_ == FrameType::Send ? FrameType::Sent
                           : request_ == FrameType::Snapshot ? FrameType::Screen
+                          : request_ == FrameType::Exec ? FrameType::Executed
+                          : request_ == FrameType::Commands ? FrameType::CommandList
                                                         : FrameType::Start;
     if (mode_ != Mode::Request || frame.type != expected || log_seen_)
         return violation("the daemon sent an unexpected " + name + " frame", events);
@@ -418,6 +441,18 @@ void Connection::handle_reply(protocol::Frame& frame, std::vector<Event>& events
             auto d = protocol::decode_screen(frame.text());
             if (!d) return bad(d.error);
             events.emplace_back(Screen{std::move(*d.value), std::string(frame.text())});
+            break;
+        }
+        case FrameType::Executed: {
+            auto d = protocol::decode_executed(frame.text());
+            if (!d) return bad(d.error);
+            events.emplace_back(Executed{std::move(*d.value)});
+            break;
+        }
+        case FrameType::CommandList: {
+            auto d = protocol::decode_command_list(frame.text());
+            if (!d) return bad(d.error);
+            events.emplace_back(CommandList{std::move(*d.value)});
             break;
         }
         default: return;
@@ -480,7 +515,9 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
         case FrameType::Waited:
         case FrameType::Killed:
         case FrameType::Sent:
-        case FrameType::Screen: return handle_reply(frame, events);
+        case FrameType::Screen:
+        case FrameType::Executed:
+        case FrameType::CommandList: return handle_reply(frame, events);
         case FrameType::Exit: {
             if (mode_ != Mode::Session || !started_) break;
             auto d = protocol::decode_exit(frame.text());

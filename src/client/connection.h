@@ -14,6 +14,10 @@
 //   - START is the first frame sent and carries exactly one descriptor: the working
 //     directory. No other frame carries one.
 //   - Frames leave in the order they were queued; an INPUT never exceeds kMaxIoPayloadSize.
+//   - Every frame of a connection carries one version: 4 when its first request needs
+//     version 4 (EXEC, COMMANDS, a WAIT for a command, a prompt or input, a START with
+//     shell_integration), else 3, so that a daemon of version 3 still serves everything it
+//     knows. A daemon older than a version-4 request answers ERROR unsupported_version.
 //   - Nothing the daemon sends can crash the client or leak a descriptor: descriptors it
 //     sends are closed at once, and anything off-protocol becomes one ProtocolViolation.
 //   - Memory: the outgoing queue grows only as the caller queues; callers stop producing
@@ -83,6 +87,12 @@ public:
     bool queue_send(const std::string& id, std::span<const std::uint8_t> bytes, std::string& why);
     // Version 3. SNAPSHOT: what session `id`'s terminal shows; the reply is a Screen event.
     bool queue_snapshot(const protocol::SnapshotRequest& request, std::string& why);
+    // Version 4. EXEC: run one command line in session `id`'s shell; the reply is an
+    // Executed event once it has ended (or waits for input, or timed out). False with `why`
+    // for a line EXEC cannot carry (protocol::is_exec_command) or a timeout out of range.
+    bool queue_exec(const protocol::ExecRequest& request, std::string& why);
+    // COMMANDS: session `id`'s command records; the reply is a CommandList event.
+    bool queue_commands(const protocol::CommandsRequest& request, std::string& why);
     // DETACH: leave the session this connection started or attached to; it goes on.
     void queue_detach();
 
@@ -121,7 +131,7 @@ private:
     bool send_start(const std::string& payload, int directory_fd, std::string& why);
     void handle_frame(protocol::Frame& frame, std::vector<Event>& events);
     void handle_reply(protocol::Frame& frame, std::vector<Event>& events);
-    void queue_request(protocol::FrameType type, std::string_view payload);
+    void queue_request(protocol::FrameType type, std::string_view payload, bool needs_version4 = false);
     void violation(std::string message, std::vector<Event>& events);
 
     UniqueFd socket_;
@@ -134,6 +144,8 @@ private:
     protocol::FrameType request_ = protocol::FrameType::Start;  // Mode::Request: what was asked
     bool log_seen_ = false;    // READ: LOG seen, its bytes follow
     bool replied_ = false;     // EXIT, ERROR or STATUS seen: nothing may follow
+    std::uint8_t version_ = kVersionBeforeCommands;  // of every frame; fixed by the first request
+    static constexpr std::uint8_t kVersionBeforeCommands = 3;
     bool finished_ = false;
 };
 

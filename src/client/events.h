@@ -3,7 +3,7 @@
 // On a session connection the events come in this order: Started (or Attached), any number of
 // Output (and Dropped, for an observer that fell behind), then Exit or Detached; or Error at
 // any point. On a request connection: its one reply (Status, Sessions, Waited, Killed, Sent;
-// or Log followed by Output), or Error. The stream of events ends with exactly one Closed (the daemon closed the connection) or ProtocolViolation (the
+// or Log followed by Output; Executed, CommandList), or Error. The stream of events ends with exactly one Closed (the daemon closed the connection) or ProtocolViolation (the
 // daemon broke the protocol; the connection is unusable). Nothing follows either.
 #pragma once
 
@@ -11,8 +11,10 @@
 #include <string>
 #include <variant>
 
-#include "protocol/screen_payloads.h"
 #include <vector>
+
+#include "protocol/command_payloads.h"
+#include "protocol/screen_payloads.h"
 
 #include "protocol/payloads.h"
 #include "protocol/session_payloads.h"
@@ -67,6 +69,16 @@ struct Screen {
     bool operator==(const Screen&) const = default;
 };
 
+// Version 4: EXECUTED, the reply to EXEC, and COMMAND_LIST, the reply to COMMANDS.
+struct Executed {
+    protocol::ExecReply reply;
+    bool operator==(const Executed&) const = default;
+};
+struct CommandList {
+    protocol::CommandListReply reply;
+    bool operator==(const CommandList&) const = default;
+};
+
 // OUTPUT: bytes the command wrote to its terminal, in order.
 struct Output {
     std::vector<std::uint8_t> bytes;
@@ -105,7 +117,7 @@ struct ProtocolViolation {
 };
 
 using Event = std::variant<Started, Output, Exit, Error, Status, Closed, ProtocolViolation, Attached, Detached,
-                           Dropped, Sessions, Log, Waited, Killed, Sent, Screen>;
+                           Dropped, Sessions, Log, Waited, Killed, Sent, Screen, Executed, CommandList>;
 
 // True for the events after which read_events() reports nothing more.
 inline bool is_final(const Event& e) {

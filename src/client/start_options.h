@@ -23,6 +23,7 @@ struct StartOptions {
     int cwd_fd = -1;                // borrowed directory descriptor; wins over cwd when >= 0
     bool detach = false;            // the session outlives the connection (protocol version 2)
     bool terminal = false;          // we relay a real terminal, which answers the program's queries (version 3)
+    bool shell_integration = false; // argv is bash or zsh: start it with its integration (version 4)
 };
 
 }  // namespace ptyvisor::client

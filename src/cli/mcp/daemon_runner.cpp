@@ -41,6 +41,7 @@ void DaemonRunner::start_call(std::uint64_t key, const ToolArgs& args) {
     call->args = args;
     call->deadline = Clock::now() + kReplyTimeout;
     call->cursors = &cursors_;
+    call->socket_path = &socket_path_;
     std::string why;
     if (!call->connection.connect(socket_path_, why))
         return complete_(key, ToolResult::error("cannot reach ptyvisord: " + why));
@@ -106,6 +107,14 @@ void DaemonRunner::service(ToolCall& call, short revents) {
     }
     call.connection.flush();
     const bool done_early = call.tool->done_early && call.tool->done_early(call);
+    if (call.connection.finished() && !call.said.error && !call.said.violation && call.tool->next) {
+        why.clear();
+        if (call.tool->next(call, why)) {
+            call.connection.flush();
+            return;
+        }
+        if (!why.empty()) return finish(call.key, ToolResult::error(why));
+    }
     if (call.connection.finished() || done_early || call.said.error) finish(call.key, result_of(call));
 }
 

@@ -82,7 +82,7 @@ TEST_F(McpSessionTest, OnlyPingBeforeInitialize) {
 TEST_F(McpSessionTest, ToolsListListsEveryTool) {
     initialize();
     const json r = only_reply(request(2, "tools/list"));
-    EXPECT_EQ(r.at("result").at("tools").size(), 8u);
+    EXPECT_EQ(r.at("result").at("tools").size(), 9u);
 }
 
 TEST_F(McpSessionTest, ProtocolErrors) {

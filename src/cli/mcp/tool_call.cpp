@@ -61,6 +61,10 @@ void ToolCall::record(client::Event& event) {
                 said.sent = e.reply;
             else if constexpr (std::is_same_v<T, client::Screen>)
                 said.screen = std::move(e);
+            else if constexpr (std::is_same_v<T, client::Executed>)
+                said.executed = std::move(e.reply);
+            else if constexpr (std::is_same_v<T, client::CommandList>)
+                said.command_list = std::move(e.reply);
         },
         event);
 }

@@ -54,11 +54,16 @@ struct ToolCall {
     std::chrono::steady_clock::time_point deadline;
     client::Transcript said;
     ReadCursors* cursors = nullptr;  // the runner's, outliving the call
+    const std::string* socket_path = nullptr;  // the runner's: where a next request connects
     std::uint64_t read_from = 0;     // terminal_read: the offset asked for
     ParseState read_state = ParseState::Ground;
     // terminal_read: the log's bytes go through this as they arrive, not into said.output.
     std::unique_ptr<Condenser> condenser;
     std::uint64_t condensed_bytes = 0;
+    // terminal_exec: EXEC's reply, kept while the output is read; the range still to read.
+    std::optional<protocol::ExecReply> executed;
+    std::uint64_t read_to = 0;
+    bool output_dropped = false;  // the log had let go of the output's start
 
     // Keeps what `event` says in `said` (its contents are moved there), but OUTPUT's bytes go
     // to `condenser` when there is one.

@@ -4,8 +4,8 @@
 //
 // tool_table() lists every tool, in the order tools/list shows them. The entries live with
 // their family: tools_session.cpp (terminal_start, terminal_list, terminal_kill),
-// tools_io.cpp (terminal_write, terminal_read, terminal_wait) and tools_screen.cpp
-// (terminal_screen, terminal_resize).
+// tools_io.cpp (terminal_write, terminal_read, terminal_wait), tools_screen.cpp
+// (terminal_screen, terminal_resize) and tools_exec.cpp (terminal_exec).
 //
 // Invariants: `describe()`'s "name" is `name`; `parse` leaves `out` holding the alternative of
 // index `args_index` whenever it succeeds; `request`, `result` and the hooks are called only
@@ -44,6 +44,11 @@ struct ToolDefinition {
     void (*on_event)(ToolCall& call, const client::Event& event) = nullptr;
     // Optional. Whether the call has what it came for before the daemon closes the connection.
     bool (*done_early)(const ToolCall& call) = nullptr;
+    // Optional. Once the connection has finished without an ERROR or a protocol violation: true
+    // when it has queued the call's next request on a new connection (call.connection
+    // replaced, call.said cleared), false when the call is complete. False with `why` set: the
+    // call fails with it.
+    bool (*next)(ToolCall& call, std::string& why) = nullptr;
 };
 
 // Every tool, in tools/list order.
@@ -84,5 +89,6 @@ extern const ToolDefinition kTerminalWait;
 extern const ToolDefinition kTerminalList;
 extern const ToolDefinition kTerminalKill;
 extern const ToolDefinition kTerminalResize;
+extern const ToolDefinition kTerminalExec;
 
 }  // namespace ptyvisor::cli::mcp

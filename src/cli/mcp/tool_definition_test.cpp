@@ -54,6 +54,7 @@ TEST(McpToolTable, ParsedArgumentsLeadBackToTheirTool) {
         {"terminal_list", json::object()},
         {"terminal_kill", {{"id", id}}},
         {"terminal_resize", {{"id", id}, {"cols", 80}, {"rows", 24}}},
+        {"terminal_exec", {{"id", id}, {"command", "true"}}},
     };
     for (const auto& tool : tool_table()) {
         ASSERT_TRUE(calls.contains(tool.name)) << tool.name << " has no call in this test";

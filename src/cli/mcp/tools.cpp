@@ -10,8 +10,8 @@ namespace ptyvisor::cli::mcp {
 using nlohmann::json;
 
 std::span<const ToolDefinition> tool_table() {
-    static const std::array kTable{kTerminalStart, kTerminalWrite, kTerminalRead, kTerminalScreen,
-                                   kTerminalWait,  kTerminalList,  kTerminalKill, kTerminalResize};
+    static const std::array kTable{kTerminalStart, kTerminalExec, kTerminalWrite, kTerminalRead, kTerminalScreen,
+                                   kTerminalWait,  kTerminalList, kTerminalKill,  kTerminalResize};
     return kTable;
 }
 

@@ -28,6 +28,9 @@ inline constexpr std::uint64_t kReadWindowBytes = 4 * 1024 * 1024;
 // when configured for it.
 inline constexpr std::uint64_t kDefaultWaitMs = 30'000;
 inline constexpr std::uint64_t kMaxWaitMs = 10 * 60'000;
+// terminal_exec: the default and the most bytes of output text one call returns.
+inline constexpr std::uint64_t kDefaultExecOutputBytes = 16 * 1024;
+inline constexpr std::uint64_t kMaxExecOutputBytes = 1024 * 1024;
 // terminal_write: the most bytes one call sends (one SEND).
 inline constexpr std::size_t kMaxWriteBytes = 64 * 1024;
 
@@ -37,6 +40,14 @@ struct StartArgs {
     std::vector<std::string> env_settings;  // NAME=VALUE, over the server's environment
     std::string term = "xterm-256color";    // env's TERM when given
     protocol::WindowSize size;
+    bool shell_integration = false;  // argv is bash or zsh, made to report its commands
+};
+// terminal_exec: one EXEC (docs/protocol.md, 11.4), then READs of the command's output.
+struct ExecArgs {
+    std::string id;
+    std::string command;  // one line
+    std::uint64_t timeout_ms = kDefaultWaitMs;
+    std::uint64_t max_output_bytes = kDefaultExecOutputBytes;  // of condensed text
 };
 struct WriteArgs {
     std::string id;
@@ -68,7 +79,8 @@ struct ResizeArgs {
     protocol::WindowSize size;
 };
 
-using ToolArgs = std::variant<StartArgs, WriteArgs, ReadArgs, ScreenArgs, WaitArgs, ListArgs, KillArgs, ResizeArgs>;
+using ToolArgs =
+    std::variant<StartArgs, WriteArgs, ReadArgs, ScreenArgs, WaitArgs, ListArgs, KillArgs, ResizeArgs, ExecArgs>;
 
 // The tools as tools/list returns them: [{name, title, description, inputSchema, outputSchema}].
 nlohmann::json tool_definitions();

@@ -11,6 +11,7 @@
 #include "cli/mcp/tool_schema.h"
 #include "cli/options.h"
 #include "cli/send_keys.h"
+#include "protocol/command_record.h"
 
 namespace ptyvisor::cli::mcp {
 namespace {
@@ -230,20 +231,24 @@ json wait_tool() {
         {"name", "terminal_wait"},
         {"title", "Wait for a terminal"},
         {"description",
-         "Wait until a session exits, prints text matching a regular expression, or goes quiet "
-         "(prints nothing for quiet_ms milliseconds: a sign it waits for input), or until "
-         "timeout_ms passes. Use it instead of sleeping: after terminal_start, wait for the "
-         "line that says a server is ready; after terminal_write, wait for the prompt or for "
-         "quiet. `pattern` is an RE2 regular expression searched in the raw output (escape "
+         "Wait until a session exits, prints text matching a regular expression, goes quiet "
+         "(prints nothing for quiet_ms milliseconds), waits for input (\"input\": its program "
+         "sleeps reading the terminal, a shell's prompt included; the kernel tells, no guessing), "
+         "shows its shell's prompt (\"prompt\"), or ends a command (\"command\": the next "
+         "command of a shell_integration session to end, or the first whose seq is greater than "
+         "`after`; the result then has its record under `command`), or until timeout_ms passes. "
+         "Use it instead of sleeping: after terminal_start, wait for the line that says a server "
+         "is ready; after terminal_write, wait for input or for quiet. After a terminal_exec "
+         "that returned waiting_for_input and your answer, wait for command with after = seq - 1. `pattern` is an RE2 regular expression searched in the raw output (escape "
          "sequences included) from `from` (default: the start of the output; give the "
          "next_offset of your last terminal_read to match only newer output). Returns reason "
-         "(\"exit\", \"text\", \"quiet\", \"timeout\", or \"exited\": the session ended first), "
+         "(\"exit\", \"text\", \"quiet\", \"input\", \"prompt\", \"command\", \"timeout\", or \"exited\": the session ended first), "
          "offset (the output's end then), match_start/match_end for text, state and exit."},
         {"inputSchema",
          object_schema({{"id", id_property()},
                         {"for",
                          {{"type", "string"},
-                          {"enum", {"exit", "text", "quiet"}},
+                          {"enum", {"exit", "text", "quiet", "input", "prompt", "command"}},
                           {"description",
                            "What to wait for (default: text when pattern is given, quiet when "
                            "quiet_ms is, else exit)."}}},
@@ -253,6 +258,12 @@ json wait_tool() {
                         {"from",
                          {{"type", {"integer", "string"}},
                           {"description", "For text: \"start\" (default), \"tail\" (only new output) or an offset."}}},
+                        {"after",
+                         {{"type", "integer"},
+                          {"minimum", 0},
+                          {"description",
+                           "For command: wait for a command whose seq is greater (default: the next "
+                           "to end)."}}},
                         {"timeout_ms",
                          {{"type", "integer"},
                           {"minimum", 1},
@@ -264,6 +275,7 @@ json wait_tool() {
                                         {"offset", {{"type", "integer"}}},
                                         {"match_start", {{"type", "integer"}}},
                                         {"match_end", {{"type", "integer"}}},
+                                        {"command", {{"type", "object"}}},
                                         {"state", state_property()},
                                         {"exit", exit_property()}},
                                        {"reason", "matched", "offset", "state"})}};
@@ -282,14 +294,15 @@ bool parse_position(const json& value, protocol::LogPosition& out, std::string& 
 bool parse_wait(const json& args, WaitArgs& out, std::string& why) {
     using For = protocol::WaitRequest::For;
     auto& r = out.request;
-    if (!only_members(args, {"id", "for", "pattern", "quiet_ms", "from", "timeout_ms"}, why) ||
+    if (!only_members(args, {"id", "for", "pattern", "quiet_ms", "from", "after", "timeout_ms"}, why) ||
         !get_id(args, r.id, why))
         return false;
     std::optional<std::string> what, pattern;
-    std::optional<std::uint64_t> quiet_ms, timeout_ms;
+    std::optional<std::uint64_t> quiet_ms, timeout_ms, after;
     if (!get_string(args, "for", what, why) || !get_string(args, "pattern", pattern, why) ||
         !get_uint(args, "quiet_ms", 1, kMaxWaitMs, quiet_ms, why) ||
-        !get_uint(args, "timeout_ms", 1, kMaxWaitMs, timeout_ms, why))
+        !get_uint(args, "timeout_ms", 1, kMaxWaitMs, timeout_ms, why) ||
+        !get_uint(args, "after", 0, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()), after, why))
         return false;
     if (!what) what = pattern ? "text" : quiet_ms ? "quiet" : "exit";
     if (*what == "exit") {
@@ -304,9 +317,17 @@ bool parse_wait(const json& args, WaitArgs& out, std::string& why) {
         r.what = For::Quiet;
         if (!quiet_ms) return why = "waiting for quiet needs 'quiet_ms'", false;
         r.quiet_ms = *quiet_ms;
+    } else if (*what == "input") {
+        r.what = For::Input;
+    } else if (*what == "prompt") {
+        r.what = For::Prompt;
+    } else if (*what == "command") {
+        r.what = For::Command;
+        r.after = after;
     } else {
-        return why = "'for' must be \"exit\", \"text\" or \"quiet\"", false;
+        return why = "'for' must be \"exit\", \"text\", \"quiet\", \"input\", \"prompt\" or \"command\"", false;
     }
+    if (after && r.what != For::Command) return why = "'after' applies to waiting for command only", false;
     if (pattern && r.what != For::Text) return why = "'pattern' applies to waiting for text only", false;
     if (quiet_ms && r.what != For::Quiet) return why = "'quiet_ms' applies to waiting for quiet only", false;
     if (const json* from = member(args, "from")) {
@@ -336,6 +357,7 @@ ToolResult wait_result(ToolCall& call) {
         j["match_start"] = w.match_start;
         j["match_end"] = w.match_end;
     }
+    if (w.command) j["command"] = json::parse(protocol::encode(*w.command));
     return ToolResult::ok(std::move(j));
 }
 

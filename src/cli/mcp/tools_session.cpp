@@ -35,6 +35,12 @@ json start_tool() {
               {"minItems", 1},
               {"description", "The program and its arguments, run without a shell. Give this or command."}}},
             {"cwd", {{"type", "string"}, {"description", "Working directory (default: the MCP server's)."}}},
+            {"shell_integration",
+             {{"type", "boolean"},
+              {"description",
+               "Start an interactive bash or zsh that reports its prompts and commands, so that "
+               "terminal_exec can run commands in it. argv must then be [\"bash\"] or [\"zsh\"] "
+               "(default [\"bash\"]), not command."}}},
             {"env",
              {{"type", "object"},
               {"additionalProperties", {{"type", "string"}}},
@@ -53,7 +59,8 @@ json start_tool() {
              "editors, test watchers, builds you want to follow. The session keeps running after "
              "this call (and after this MCP server exits) until it ends or terminal_kill ends it. "
              "Then use terminal_wait to wait for a line of output or the exit, terminal_read to "
-             "read what it printed, terminal_write to type into it."},
+             "read what it printed, terminal_write to type into it. For a shell to run one command "
+             "after another in (with terminal_exec), start {shell_integration: true}."},
             {"inputSchema", input},
             {"outputSchema",
              output_schema({{"id", id_property()}, {"argv", {{"type", "array"}, {"items", {{"type", "string"}}}}}},
@@ -61,10 +68,16 @@ json start_tool() {
 }
 
 bool parse_start(const json& args, StartArgs& out, std::string& why) {
-    if (!only_members(args, {"command", "argv", "cwd", "env", "cols", "rows"}, why)) return false;
+    if (!only_members(args, {"command", "argv", "cwd", "env", "cols", "rows", "shell_integration"}, why)) return false;
     std::optional<std::string> command;
     std::optional<std::vector<std::string>> argv;
-    if (!get_string(args, "command", command, why) || !get_string_array(args, "argv", argv, why)) return false;
+    if (!get_string(args, "command", command, why) || !get_string_array(args, "argv", argv, why) ||
+        !get_bool(args, "shell_integration", out.shell_integration, why))
+        return false;
+    if (out.shell_integration) {
+        if (command) return why = "shell_integration starts a shell: give argv [\"bash\"] or [\"zsh\"], not 'command'", false;
+        if (!argv) argv = std::vector<std::string>{"bash"};
+    }
     if (command.has_value() == argv.has_value()) return why = "give exactly one of 'command' and 'argv'", false;
     if (command) {
         if (command->empty()) return why = "'command' is empty", false;
@@ -97,6 +110,7 @@ bool request_start(ToolCall& call, std::string& why) {
     options.size = a.size;
     if (a.cwd) options.cwd = *a.cwd;
     options.detach = true;
+    options.shell_integration = a.shell_integration;
     return queued && call.connection.start(options, why);
 }
 

@@ -29,7 +29,7 @@ std::string parse_error(std::string_view tool, const json& args) {
 
 TEST(McpTools, EveryToolHasANameADescriptionAndAnObjectSchema) {
     const json tools = tool_definitions();
-    ASSERT_EQ(tools.size(), 8u);
+    ASSERT_EQ(tools.size(), 9u);
     std::set<std::string> names;
     for (const auto& t : tools) {
         names.insert(t.at("name").get<std::string>());
@@ -41,7 +41,8 @@ TEST(McpTools, EveryToolHasANameADescriptionAndAnObjectSchema) {
         }
     }
     EXPECT_EQ(names, (std::set<std::string>{"terminal_start", "terminal_write", "terminal_read", "terminal_screen",
-                                            "terminal_wait", "terminal_list", "terminal_kill", "terminal_resize"}));
+                                            "terminal_wait", "terminal_list", "terminal_kill", "terminal_resize",
+                                            "terminal_exec"}));
     EXPECT_FALSE(is_known_tool("terminal_explode"));
 }
 
@@ -141,13 +142,53 @@ TEST(McpTools, WaitInfersWhatToWaitFor) {
     EXPECT_EQ(at.request.from, (protocol::LogPosition{protocol::LogPosition::Kind::Offset, 42}));
 }
 
+TEST(McpTools, WaitForInputPromptAndCommand) {
+    using For = protocol::WaitRequest::For;
+    EXPECT_EQ(parse_ok<WaitArgs>("terminal_wait", {{"id", kId}, {"for", "input"}}).request.what, For::Input);
+    EXPECT_EQ(parse_ok<WaitArgs>("terminal_wait", {{"id", kId}, {"for", "prompt"}}).request.what, For::Prompt);
+    const auto next = parse_ok<WaitArgs>("terminal_wait", {{"id", kId}, {"for", "command"}});
+    EXPECT_EQ(next.request.what, For::Command);
+    EXPECT_EQ(next.request.after, std::nullopt) << "the daemon's default: the next command to end";
+    EXPECT_EQ(parse_ok<WaitArgs>("terminal_wait", {{"id", kId}, {"for", "command"}, {"after", 4}}).request.after,
+              std::optional<std::uint64_t>(4));
+}
+
+TEST(McpTools, ExecTakesOneCommandLine) {
+    const auto e = parse_ok<ExecArgs>("terminal_exec", {{"id", kId}, {"command", "make test"}});
+    EXPECT_EQ(e.command, "make test");
+    EXPECT_EQ(e.timeout_ms, kDefaultWaitMs);
+    EXPECT_EQ(e.max_output_bytes, kDefaultExecOutputBytes);
+    const auto f = parse_ok<ExecArgs>(
+        "terminal_exec", {{"id", kId}, {"command", "ls"}, {"timeout_ms", 5000}, {"max_output_bytes", 100}});
+    EXPECT_EQ(f.timeout_ms, 5000u);
+    EXPECT_EQ(f.max_output_bytes, 100u);
+    EXPECT_EQ(parse_error("terminal_exec", {{"id", kId}}), "'command' is required");
+    EXPECT_EQ(parse_error("terminal_exec", {{"id", kId}, {"command", "a\nb"}}).rfind("'command': ", 0), 0u);
+    EXPECT_EQ(parse_error("terminal_exec", {{"id", kId}, {"command", ""}}).rfind("'command': ", 0), 0u);
+    EXPECT_FALSE(parse_error("terminal_exec", {{"id", kId}, {"command", "ls"}, {"max_output_bytes", 0}}).empty());
+    EXPECT_FALSE(parse_error("terminal_exec", {{"id", kId}, {"command", "ls"}, {"interrupt", true}}).empty());
+}
+
+TEST(McpTools, StartWithShellIntegration) {
+    const auto bare = parse_ok<StartArgs>("terminal_start", {{"shell_integration", true}});
+    EXPECT_TRUE(bare.shell_integration);
+    EXPECT_EQ(bare.argv, std::vector<std::string>{"bash"});
+    const auto zsh = parse_ok<StartArgs>("terminal_start", {{"argv", {"zsh"}}, {"shell_integration", true}});
+    EXPECT_EQ(zsh.argv, std::vector<std::string>{"zsh"});
+    EXPECT_FALSE(parse_ok<StartArgs>("terminal_start", {{"command", "true"}}).shell_integration);
+    EXPECT_NE(parse_error("terminal_start", {{"command", "bash"}, {"shell_integration", true}}).find("argv"),
+              std::string::npos);
+}
+
 TEST(McpTools, WaitRefusesContradictions) {
     EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"for", "text"}}),
               "waiting for text needs a non-empty 'pattern'");
     EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"for", "exit"}, {"pattern", "x"}}),
               "'pattern' applies to waiting for text only");
     EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"for", "nap"}}),
-              "'for' must be \"exit\", \"text\" or \"quiet\"");
+              "'for' must be \"exit\", \"text\", \"quiet\", \"input\", \"prompt\" or \"command\"");
+    EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"for", "exit"}, {"after", 3}}),
+              "'after' applies to waiting for command only");
     EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"timeout_ms", kMaxWaitMs + 1}}),
               "'timeout_ms' must be an integer from 1 to 600000");
     EXPECT_EQ(parse_error("terminal_wait", {{"id", kId}, {"pattern", std::string(2000, 'a')}}),
