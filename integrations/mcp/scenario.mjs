@@ -146,8 +146,11 @@ async function typeAndPoll(agent, id, line) {
 async function before(client, port) {
   const agent = new CountingAgent("before", client);
   const t0 = performance.now();
-  const { id: shell } = await agent.tool("terminal_start", { argv: ["bash"], cwd: dir, env: { LANG: "C.UTF-8" } });
-  agent.cleanup.push(shell);
+  let shell;
+  await agent.run("the agent's shell", async () => {
+    ({ id: shell } = await agent.tool("terminal_start", { argv: ["bash"], cwd: dir, env: { LANG: "C.UTF-8" } }));
+    agent.cleanup.push(shell);
+  });
 
   await agent.run("dev server", async () => {
     const { id: server } = await agent.tool("terminal_start", {
@@ -219,15 +222,13 @@ async function after(client, port) {
   const agent = new CountingAgent("after", client);
   const updates = notifications(agent);
   const t0 = performance.now();
-  const { id: shell } = await agent.tool("terminal_start", {
-    argv: ["bash"],
-    shell_integration: true,
-    cwd: dir,
-    env: { LANG: "C.UTF-8" },
+  let shell, uri;
+  await agent.run("the agent's shell", async () => {
+    ({ id: shell } = await agent.tool("terminal_start", { argv: ["bash"], shell_integration: true, cwd: dir, env: { LANG: "C.UTF-8" } }));
+    agent.cleanup.push(shell);
+    uri = `ptyvisor://sessions/${shell}`;
+    await agent.subscribe(uri);
   });
-  agent.cleanup.push(shell);
-  const uri = `ptyvisor://sessions/${shell}`;
-  await agent.subscribe(uri);
 
   await agent.run("dev server", async () => {
     const { id: server } = await agent.tool("terminal_start", {
