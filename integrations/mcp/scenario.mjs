@@ -11,11 +11,14 @@
 // "before" uses the tools that existed before protocol version 4, as agents use them today:
 // one plain bash session, each command line typed with `; echo "__EXIT=$?"` after it, then a
 // bounded loop of terminal_wait for quiet and terminal_read until the marker shows.
+// "before-wait" is that agent at its best with the same tools: one terminal_wait for the
+// marker's pattern instead of the loop, then a read.
 // "after" uses a shell_integration session, terminal_exec, a push-based terminal_wait and the
 // session's resource notifications: no loop that asks again and again.
 //
 // Both agents assert their results; a run that fails exits non-zero. MCP_SCENARIO_RUNS
-// (default 3) runs both agents that many times, alternating. Stopping the sessions afterwards
+// (default 3) runs the agents that many times, alternating; MCP_SCENARIO_TRACE=1 prints each
+// call and the text it received on stderr. Stopping the sessions afterwards
 // is not counted (the same for both).
 import assert from "node:assert/strict";
 import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -86,7 +89,8 @@ class CountingAgent {
     this.task = null;
     this.cleanup = [];
   }
-  count(what, bytes) {
+  count(what, bytes, text = "") {
+    if (process.env.MCP_SCENARIO_TRACE) console.error(`${this.name} ${this.task.name} ${what} ${bytes}: ${text}`);
     this.calls[what] = (this.calls[what] ?? 0) + 1;
     this.bytes += bytes;
     this.task.calls += 1;
@@ -101,7 +105,7 @@ class CountingAgent {
   }
   async tool(name, args) {
     const result = await this.client.callTool({ name, arguments: args });
-    this.count(name, textBytes(result.content ?? []));
+    this.count(name, textBytes(result.content ?? []), JSON.stringify(result.content?.map((c) => c.text)));
     assert.equal(result.isError, false, `${name} failed: ${result.content?.[0]?.text}`);
     return result.structuredContent;
   }
@@ -175,6 +179,68 @@ async function before(client, port) {
     await pollUntil(agent, shell, (t) => t.includes("Continue? [y/N]"), "the question");
     await agent.tool("terminal_write", { id: shell, text: "y", keys: ["Enter"] });
     const text = await pollUntil(agent, shell, (t) => /__EXIT=\d+/.test(t), "the exit marker");
+    assert.match(text, /^answered y/m);
+    assert.equal(Number(text.match(/__EXIT=(\d+)/)[1]), 0);
+  });
+  agent.ms = performance.now() - t0;
+  return agent;
+}
+
+// --- before, at its best: the same tools, a text wait for the marker instead of the loop -----
+
+// What an agent that knows terminal_wait's pattern does without version 4: still the marker
+// (the only way to learn an exit code), but one wait for it and one read of what came.
+async function beforeWait(client, port) {
+  const agent = new CountingAgent("before-wait", client);
+  const t0 = performance.now();
+  let shell;
+  let from = 0;  // where the agent's last read of its shell stopped
+  async function waitAndRead(pattern) {
+    const w = await agent.tool("terminal_wait", { id: shell, pattern, from, timeout_ms: 20000 });
+    assert.equal(w.reason, "text", JSON.stringify(w));
+    let text = "";
+    for (let more = true; more; ) {
+      const r = await agent.tool("terminal_read", { id: shell });
+      text += r.text;
+      from = r.next_offset;
+      more = r.more;
+    }
+    return text;
+  }
+  async function typeAndWait(line) {
+    await agent.tool("terminal_write", { id: shell, text: `${line}; echo "__EXIT=$?"`, keys: ["Enter"] });
+    const text = await waitAndRead("__EXIT=[0-9]+");
+    return { output: text, exit: Number(text.match(/__EXIT=(\d+)/)[1]) };
+  }
+  await agent.run("the agent's shell", async () => {
+    ({ id: shell } = await agent.tool("terminal_start", { argv: ["bash"], cwd: dir, env: { LANG: "C.UTF-8" } }));
+    agent.cleanup.push(shell);
+  });
+
+  await agent.run("dev server", async () => {
+    const { id: server } = await agent.tool("terminal_start", {
+      argv: ["python3", "-m", "http.server", String(port), "--bind", "127.0.0.1"],
+      cwd: dir,
+    });
+    agent.cleanup.push(server);
+    const w = await agent.tool("terminal_wait", { id: server, for: "text", pattern: "Serving HTTP", timeout_ms: 20000 });
+    assert.equal(w.reason, "text");
+    const r = await typeAndWait(`curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:${port}/`);
+    assert.equal(r.exit, 0);
+    assert.match(r.output, /200__EXIT=0/);
+  });
+
+  await agent.run("failing test", async () => {
+    const r = await typeAndWait(failingTest);
+    assert.equal(r.exit, 1);
+    assert.match(r.output, /^FAILED: test_x/m);
+  });
+
+  await agent.run("prompt", async () => {
+    await agent.tool("terminal_write", { id: shell, text: `${askScript}; echo "__EXIT=$?"`, keys: ["Enter"] });
+    await waitAndRead("Continue\\? \\[y/N\\]");
+    await agent.tool("terminal_write", { id: shell, text: "y", keys: ["Enter"] });
+    const text = await waitAndRead("__EXIT=[0-9]+");
     assert.match(text, /^answered y/m);
     assert.equal(Number(text.match(/__EXIT=(\d+)/)[1]), 0);
   });
@@ -264,7 +330,8 @@ async function after(client, port) {
     assert.equal(w.reason, "command");
     assert.equal(w.command.seq, r.seq);
     assert.equal(w.command.exit_code, 0);
-    const out = await agent.tool("terminal_read", { id: shell, offset: w.command.output_start, to: w.command.output_end });
+    // Only what came after the question, which terminal_exec already gave.
+    const out = await agent.tool("terminal_read", { id: shell, offset: r.offsets.end, to: w.command.output_end });
     assert.match(out.text, /^answered y/m);
   });
   agent.ms = performance.now() - t0;
@@ -280,11 +347,11 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-const results = { before: [], after: [] };
+const results = { before: [], "before-wait": [], after: [] };
 const loads = [];
 for (let run = 0; run < RUNS; run++) {
   // Alternate which goes first, so neither always meets a warmer machine.
-  const order = run % 2 ? [after, before] : [before, after];
+  const order = run % 2 ? [after, beforeWait, before] : [before, beforeWait, after];
   for (const agentFn of order) {
     const client = await connect();
     const agent = await agentFn(client, await freePort());
@@ -297,22 +364,27 @@ for (let run = 0; run < RUNS; run++) {
 console.log(`\n${RUNS} runs; load (1/5/15 min) after each: ${loads.join("; ")}\n`);
 console.log(`| agent | run | ${TOOLS.join(" | ")} | total calls | bytes received | notifications | wall ms |`);
 console.log(`| --- | ---: | ${TOOLS.map(() => "---:").join(" | ")} | ---: | ---: | ---: | ---: |`);
-for (const name of ["before", "after"]) {
+for (const name of Object.keys(results)) {
   results[name].forEach((a, i) => {
     console.log(`| ${name} | ${i + 1} | ${TOOLS.map((t) => a.calls[t] ?? 0).join(" | ")} | ${total(a)} | ${a.bytes} | ${a.notifications} | ${a.ms.toFixed(0)} |`);
   });
 }
 
 console.log(`\nPer task (median over the runs):\n`);
-console.log(`| task | before calls | after calls | before bytes | after bytes | before ms | after ms |`);
-console.log(`| --- | ---: | ---: | ---: | ---: | ---: | ---: |`);
+const names = Object.keys(results);
+console.log(`| task | ${["calls", "bytes", "ms"].flatMap((k) => names.map((n) => `${n} ${k}`)).join(" | ")} |`);
+console.log(`| --- | ${["calls", "bytes", "ms"].flatMap(() => names.map(() => "---:")).join(" | ")} |`);
 for (const [i, task] of results.before[0].tasks.entries()) {
   const m = (name, key) => median(results[name].map((a) => a.tasks[i][key]));
-  console.log(`| ${task.name} | ${m("before", "calls")} | ${m("after", "calls")} | ${m("before", "bytes")} | ${m("after", "bytes")} | ${m("before", "ms").toFixed(0)} | ${m("after", "ms").toFixed(0)} |`);
+  const cells = ["calls", "bytes", "ms"].flatMap((k) => names.map((n) => (k === "ms" ? m(n, k).toFixed(0) : m(n, k))));
+  console.log(`| ${task.name} | ${cells.join(" | ")} |`);
 }
 
 const med = (name, f) => median(results[name].map(f));
-const [bc, ac] = [med("before", total), med("after", total)];
-const [bb, ab] = [med("before", (a) => a.bytes), med("after", (a) => a.bytes)];
-const [bt, at] = [med("before", (a) => a.ms), med("after", (a) => a.ms)];
-console.log(`\nMedians, after/before: tool calls ${ac}/${bc} = ${(ac / bc).toFixed(2)}; bytes ${ab}/${bb} = ${(ab / bb).toFixed(2)}; wall ms ${at.toFixed(0)}/${bt.toFixed(0)} = ${(at / bt).toFixed(2)}`);
+console.log("");
+for (const base of ["before", "before-wait"]) {
+  const [bc, ac] = [med(base, total), med("after", total)];
+  const [bb, ab] = [med(base, (a) => a.bytes), med("after", (a) => a.bytes)];
+  const [bt, at] = [med(base, (a) => a.ms), med("after", (a) => a.ms)];
+  console.log(`Medians, after/${base}: tool calls ${ac}/${bc} = ${(ac / bc).toFixed(2)}; bytes ${ab}/${bb} = ${(ab / bb).toFixed(2)}; wall ms ${at.toFixed(0)}/${bt.toFixed(0)} = ${(at / bt).toFixed(2)}`);
+}
