@@ -256,6 +256,7 @@ function notifications(agent) {
   let wake = null;
   agent.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
     agent.notifications += 1;
+    if (process.env.MCP_SCENARIO_TRACE) console.error(`${agent.name} notification ${JSON.stringify(n.params)}`);
     queue.push(n.params);
     wake?.();
   });
