@@ -1,14 +1,18 @@
 #!/bin/bash
-# integrations/mcp/test.sh [--bench] [BUILD_DIR]
+# integrations/mcp/test.sh [--bench | --scenario] [BUILD_DIR]
 #
 # End-to-end tests of `ptyvisor mcp` with the official MCP TypeScript SDK against a real
 # ptyvisord (scripts/with-daemon.sh). Installs the SDK (pinned in package.json) with npm into a
 # fresh temp directory that the unprivileged test account can read, then runs `node --test`
 # there as that account. BUILD_DIR defaults to build/default. Run as root, from anywhere.
 # --bench runs bench.mjs instead: figures of tool-call latency and read throughput.
+# --scenario runs scenario.mjs instead: two scripted agents' tool calls and bytes read.
 set -euo pipefail
-bench=0
-if [ "${1:-}" = --bench ]; then bench=1; shift; fi
+figures=
+case "${1:-}" in
+  --bench) figures=bench.mjs; shift ;;
+  --scenario) figures=scenario.mjs; shift ;;
+esac
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="$(cd "${1:-$root/build/default}" && pwd)"
@@ -25,8 +29,8 @@ chmod -R a+rX "$work"
 chmod 0755 "$work"
 
 cd "$work"
-if [ "$bench" = 1 ]; then
-  "$root/scripts/with-daemon.sh" --build "$build" -- node "$work/bench.mjs"
+if [ -n "$figures" ]; then
+  "$root/scripts/with-daemon.sh" --build "$build" -- node "$work/$figures"
 else
   # node --test exits 0 over skipped tests: its JUnit report is checked against
   # tests/skip-allowlist.txt (tests/check-results.py). The suite runs as the test account.
