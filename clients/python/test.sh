@@ -5,9 +5,10 @@
 # way its README says (a venv on Debian's python3 with --system-site-packages, for
 # python3-pytest and python3-pexpect; pip offline: --no-index --no-build-isolation, setuptools
 # from Debian) into a fresh 0755 temp directory the test account can read, copies the tests
-# and examples beside it, and runs pytest through scripts/with-daemon.sh --build BUILD_DIR (default: build/default of the
-# repository). Further arguments go to pytest. Exits with pytest's status, or 1 when a test
-# was skipped that tests/skip-allowlist.txt does not allow, or none ran.
+# and examples beside it, and runs pytest through scripts/with-daemon.sh --build BUILD_DIR
+# (default: build/default of the repository). Further arguments go to pytest. Exits with
+# pytest's status, or 1 when a test was skipped that tests/skip-allowlist.txt does not allow,
+# or none ran.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
