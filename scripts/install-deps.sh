@@ -14,6 +14,7 @@ packages=(
   asciinema                                 # the recording test reads recordings with asciinema cat
   python3 python3-venv python3-pip python3-setuptools python3-wheel  # clients/python: offline install
   python3-pytest python3-pexpect            # clients/python's suite; pexpect is the behaviour it matches
+  python3-mypy flake8                       # clients/python/lint.sh: its type check and linter
   vim curl                                  # what the MCP end-to-end agent drives (integrations/mcp; it also needs node and npm)
   libvterm-dev                              # the screen: the terminal emulator (README, Dependencies)
   libseccomp-dev                            # the screen worker's system call allow-list

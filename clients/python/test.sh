@@ -1,19 +1,23 @@
 #!/bin/bash
 # clients/python/test.sh [BUILD_DIR] -- the Python client's suite against a real daemon.
 #
-# Run as root, from any directory. Installs the package the way its README says (a venv on
-# Debian's python3 with --system-site-packages, for python3-pytest and python3-pexpect; pip
-# offline: --no-index --no-build-isolation, setuptools from Debian) into a fresh 0755 temp
-# directory the test account can read, copies the tests and examples beside it, and runs
-# pytest through scripts/with-daemon.sh --build BUILD_DIR (default: build/default of the
-# repository). Further arguments go to pytest. Exits with pytest's status, or 1 when a test
-# was skipped that tests/skip-allowlist.txt does not allow, or none ran.
+# Run as root, from any directory. Runs lint.sh (mypy, flake8) first. Installs the package the
+# way its README says (a venv on Debian's python3 with --system-site-packages, for
+# python3-pytest and python3-pexpect; pip offline: --no-index --no-build-isolation, setuptools
+# from Debian) into a fresh 0755 temp directory the test account can read, copies the tests
+# and examples beside it, and runs pytest through scripts/with-daemon.sh --build BUILD_DIR
+# (default: build/default of the repository). Further arguments go to pytest. Exits with
+# pytest's status, or 1 when a test was skipped that tests/skip-allowlist.txt does not allow,
+# or none ran.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="${1:-$root/build/default}"
 [ $# -gt 0 ] && shift   # the rest goes to pytest
 python=/usr/bin/python3   # Debian's: the test account must be able to run it
+
+# The static checks first: a type error or an unused import fails the suite.
+"$here/lint.sh"
 
 work=$(mktemp -d /tmp/ptyvisor-python.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -1,10 +1,10 @@
 #!/bin/bash
 # clients/typescript/test.sh [BUILD_DIR]
 #
-# Builds the npm package (tsc and node-gyp from devDependencies, by its `prepare` script), packs
-# it, checks that the tarball holds dist/ and the native module, installs the
-# tarball with `npm install --offline` into a fresh 0755 directory (proving it needs no network
-# and no compiler at install), and runs the suite there under Node and under Bun, as the test
+# Builds the npm package (tsc and node-gyp from devDependencies, by its `prepare` script), runs
+# lint.sh (tsc --noEmit, ESLint), packs it, checks that the tarball holds dist/ and the native
+# module, installs the tarball with `npm install --offline` into a fresh 0755 directory
+# (proving it needs no network and no compiler at install), and runs the suite there under Node and under Bun, as the test
 # account, against a real daemon (scripts/with-daemon.sh --build BUILD_DIR). Run as root, from
 # any directory. BUILD_DIR defaults to build/default of this repository.
 # With --bench first, runs bench/client_bench.mjs under Node and Bun instead of the suite.
@@ -19,6 +19,8 @@ cd "$here"
 # Both run the package's `prepare` script, which builds dist/ and the native module; `npm pack`
 # would run it again, so it packs what was just built, with --ignore-scripts.
 if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+# The static checks (tsc --noEmit, ESLint): a finding fails the suite.
+[ "$bench" = 1 ] || "$here/lint.sh" "$here"
 rm -f ptyvisor-*.tgz
 tarball="$here/$(npm pack --silent --ignore-scripts | tail -n1)"
 # What makes the package importable: without these it installs and then fails at import.

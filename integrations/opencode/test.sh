@@ -2,7 +2,8 @@
 # integrations/opencode/test.sh [BUILD_DIR]
 #
 # Builds and packs the TypeScript client (clients/typescript) and this plugin (which bundles
-# the client), installs the plugin's tarball into a fresh 0755 directory, and runs test/ there
+# the client), runs the static checks over the plugin's src/ (clients/typescript/lint.sh),
+# installs the plugin's tarball into a fresh 0755 directory, and runs test/ there
 # under Node and under Bun, as the test account, against a real daemon
 # (scripts/with-daemon.sh --build BUILD_DIR). Run as root, from any directory. BUILD_DIR
 # defaults to build/default of this repository.
@@ -25,6 +26,8 @@ cd "$here"
 npm ci --no-audit --no-fund
 # The client just packed, not the one the lock file saw.
 npm install --no-audit --no-fund --no-save "$client/ptyvisor-0.1.0.tgz"
+# The static checks (tsc --noEmit, ESLint; the client's lint.sh): a finding fails the suite.
+"$client/lint.sh" "$here"
 npm run build
 rm -f ptyvisor-opencode-*.tgz
 tarball="$here/$(npm pack --silent | tail -n1)"

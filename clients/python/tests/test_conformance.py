@@ -5,7 +5,6 @@ Needs no daemon. test.sh copies the corpus beside the tests; from the source tre
 found in the repository."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest

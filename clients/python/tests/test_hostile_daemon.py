@@ -25,8 +25,8 @@ def frame(ftype, payload=b"", version=2):
 def fake_daemon(tmp_path):
     """fake_daemon(reply_bytes) -> socket path. The server accepts one connection, reads the
     request's first bytes (kept in fake_daemon.requests), writes reply_bytes and closes."""
-    threads = []
-    requests = []
+    threads: list[threading.Thread] = []
+    requests: list[bytes] = []
 
     def serve(reply: bytes):
         path = str(tmp_path / f"fake{len(threads)}.sock")
@@ -46,7 +46,7 @@ def fake_daemon(tmp_path):
         threads.append(thread)
         return path
 
-    serve.requests = requests
+    serve.requests = requests  # type: ignore[attr-defined]  # what the tests read back
     yield serve
     for thread in threads:
         thread.join(10)
@@ -119,7 +119,7 @@ def test_spawn_sees_a_session_lost_without_exit(fake_daemon, session_env):
 def test_an_exit_with_a_wrong_type_is_a_protocol_error(fake_daemon, session_env):
     started = {"unit": f"ptyvisor-{SID}.service", "pid": 1, "id": SID}
     path = fake_daemon(frame(2, started) + frame(8, {"status": "exited", "code": "zero",
-                                                      "reason": "exited"}))
+                                                     "reason": "exited"}))
     child = ptyvisor.spawn("true", env=session_env, socket_path=path, timeout=10)
     with pytest.raises(errors.ProtocolError):
         child.expect(ptyvisor.EOF)
@@ -151,7 +151,7 @@ def test_an_observer_that_fell_behind_counts_what_it_lost(fake_daemon):
     assert observer.attached.offset == 4
     assert observer.read_to_end(timeout=10) == b"abxyz"
     assert observer.lost == 94 and observer.offset == 103
-    assert observer.exit.code == 0
+    assert observer.exit is not None and observer.exit.code == 0
 
 
 def test_an_async_observer_that_fell_behind_counts_what_it_lost(fake_daemon):
@@ -301,6 +301,7 @@ def test_wait_for_a_command_sends_after_and_returns_the_record(fake_daemon):
               "exit": None, "command": A_RECORD}
     path = fake_daemon(frame(21, waited, version=4))
     result = ptyvisor.Client(path, timeout=10).wait(SID, for_="command", after=2, timeout=5)
+    assert result.command is not None
     assert result.command.seq == 3 and result.command.exit_code == 0
     request = fake_daemon.requests[0]
     assert request[:4] == b"PV\x04\x14"
@@ -348,7 +349,8 @@ def test_watch_decodes_events_and_stops_after_exit(fake_daemon):
     with ptyvisor.Client(fake_daemon(events), timeout=10).watch(SID) as watch:
         seen = list(watch)
     assert [e.event for e in seen] == ["command_start", "input", "something_new", "exit"]
-    assert seen[0].command.running and seen[1].since_ms == 99 and seen[3].exit.code == 1
+    assert seen[0].command is not None and seen[0].command.running
+    assert seen[1].since_ms == 99 and seen[3].exit is not None and seen[3].exit.code == 1
     assert fake_daemon.requests[0][:4] == b"PV\x04\x21"
 
 

@@ -150,7 +150,8 @@ def test_attributes_that_were_not_asked_for_are_refused():
 
 
 def test_without_a_request_the_decoder_takes_a_screen_with_or_without_attributes():
-    assert len(protocol.Screen.from_payload(a_screen()).attributes) == 3
+    attributes = protocol.Screen.from_payload(a_screen()).attributes
+    assert attributes is not None and len(attributes) == 3
     assert protocol.Screen.from_payload(a_screen(attributes=None)).attributes is None
     assert protocol.Screen.from_payload(a_screen(title="\u00e9t\u00e9")).title == "été"
 

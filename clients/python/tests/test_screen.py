@@ -72,8 +72,9 @@ def test_the_text_is_what_tmux_capture_pane_prints(client, running, session_env,
     """Wide characters, a combining mark, a tab, a wrapped line and colours, in a tmux pane
     and in a session of the same size: capture-pane -p prints the rows of Screen.text(),
     each ending with a newline."""
-    tmux = shutil.which("tmux")
-    assert tmux, "tmux is needed to compare the screen with capture-pane"
+    found = shutil.which("tmux")
+    assert found, "tmux is needed to compare the screen with capture-pane"
+    tmux: str = found   # narrowed for run_tmux below, which mypy checks as a closure
     script = (r"printf '\033[1;31mred\033[0m plain\r\n\346\227\245\346\234\254 e\314\201 "
               r"tab\there\r\n'; printf 'x%.0s' $(seq 1 100); printf '\r\n\033[5;3Hend'")
     sock = str(tmp_path / "tmux.sock")

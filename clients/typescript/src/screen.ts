@@ -91,6 +91,7 @@ const MAX_SIDE = 65535;
 const MAX_CELLS = 1_000_000;
 const MAX_TITLE_BYTES = 1024;
 /** A row never holds a control character (10.3): what a terminal would interpret. */
+// eslint-disable-next-line no-control-regex -- matching control characters is its purpose
 const CONTROL = /[\u0000-\u001f\u007f]/;
 const FLAGS = ["bold", "italic", "blink", "reverse", "strike"] as const;
 

@@ -264,7 +264,7 @@ export function createTools(options: ToolsOptions = {}) {
         await client.send(sessionId, bytes);
       } catch (e) {
         if (e instanceof ServerError && e.code === "session_ended") {
-          throw new Error(`Cannot write to PTY '${args.id}' - session status is 'exited'.`);
+          throw new Error(`Cannot write to PTY '${args.id}' - session status is 'exited'.`, { cause: e });
         }
         if (e instanceof ServerError && e.code === "no_such_session") throw notFound(args.id);
         throw e;
@@ -303,7 +303,7 @@ export function createTools(options: ToolsOptions = {}) {
         try {
           regex = new RegExp(args.pattern, args.ignoreCase ? "i" : "");
         } catch (e) {
-          throw new Error(`Invalid regex pattern '${args.pattern}': ${(e as Error).message}`);
+          throw new Error(`Invalid regex pattern '${args.pattern}': ${(e as Error).message}`, { cause: e });
         }
         const matches = lines.map((text, i) => ({ text, number: i + 1 })).filter((l) => regex.test(l.text));
         const shown = matches.slice(offset, offset + limit);
@@ -467,11 +467,11 @@ export function createTools(options: ToolsOptions = {}) {
         screen = await client.snapshot(sessionId, { scrollback, signal: ctx?.abort });
       } catch (e) {
         if (e instanceof UnsupportedVersionError) {
-          throw new Error("This ptyvisord does not offer screen snapshots (it is older than protocol version 3). Use pty_read to see the output.");
+          throw new Error("This ptyvisord does not offer screen snapshots (it is older than protocol version 3). Use pty_read to see the output.", { cause: e });
         }
         if (e instanceof ServerError && e.code === "no_such_session") throw notFound(args.id);
         if (e instanceof ServerError && e.code === "internal") {
-          throw new Error(`The screen of '${args.id}' is not available right now (${e.serverMessage}). Try pty_screen again in a moment, or use pty_read.`);
+          throw new Error(`The screen of '${args.id}' is not available right now (${e.serverMessage}). Try pty_screen again in a moment, or use pty_read.`, { cause: e });
         }
         throw e;
       }
@@ -503,12 +503,12 @@ export function createTools(options: ToolsOptions = {}) {
         // The output is read here, head and tail only: exec() need not read it all.
         result = await client.exec(sessionId, args.command, { timeoutMs, interrupt: args.interrupt ?? false, maxOutputBytes: 0, signal: ctx?.abort });
       } catch (e) {
-        if (e instanceof UnsupportedVersionError) throw new Error("This ptyvisord cannot run commands in a shell (it is older than protocol version 4). Use pty_spawn and pty_wait.");
+        if (e instanceof UnsupportedVersionError) throw new Error("This ptyvisord cannot run commands in a shell (it is older than protocol version 4). Use pty_spawn and pty_wait.", { cause: e });
         if (e instanceof ServerError && e.code === "no_such_session") throw notFound(args.id ?? "");
         if (e instanceof ServerError && e.code === "no_shell_integration") {
-          throw new Error(`PTY '${args.id}' reports no commands: start a shell with pty_spawn and shellIntegration: true, or call pty_exec without id.`);
+          throw new Error(`PTY '${args.id}' reports no commands: start a shell with pty_spawn and shellIntegration: true, or call pty_exec without id.`, { cause: e });
         }
-        if (e instanceof ServerError && e.code === "busy") throw new Error(`PTY '${args.id}' is running another pty_exec: wait for it, or use another session.`);
+        if (e instanceof ServerError && e.code === "busy") throw new Error(`PTY '${args.id}' is running another pty_exec: wait for it, or use another session.`, { cause: e });
         throw e;
       }
       const budget = Math.max(0, Math.floor(args.maxOutputBytes ?? DEFAULT_EXEC_OUTPUT_BYTES));

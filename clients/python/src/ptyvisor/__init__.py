@@ -27,8 +27,9 @@ def __getattr__(name):
         return getattr(aio, name)
     raise AttributeError(f"module 'ptyvisor' has no attribute {name!r}")
 
-__all__ = ["spawn", "run", "EOF", "TIMEOUT", "ExceptionPexpect", "PtyvisorError", "errors", "Client",
-           "Attachment", "AsyncClient", "AsyncAttachment", "Started", "SessionInfo", "Log",
-           "Waited", "Killed", "Attached", "ExitStatus", "Screen", "Cursor", "AttributeRun",
+
+__all__ = ["spawn", "run", "EOF", "TIMEOUT", "ExceptionPexpect", "PtyvisorError", "errors",
+           "Client", "Attachment", "AsyncClient", "AsyncAttachment", "Started", "SessionInfo",
+           "Log", "Waited", "Killed", "Attached", "ExitStatus", "Screen", "Cursor", "AttributeRun",
            "default_socket_path", "Watch", "AsyncWatch", "CommandRecord", "CommandList",
            "ExecResult", "Event"]

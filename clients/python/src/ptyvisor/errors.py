@@ -157,7 +157,11 @@ ERRORS_BY_CODE: dict[str, type[PtyvisorError]] = {
 def error_from_payload(body: dict) -> PtyvisorError:
     """The typed exception for an ERROR payload. Unknown codes are Internal (protocol 5.6),
     with .code still the code the daemon sent."""
-    code = body.get("code") if isinstance(body.get("code"), str) else "internal"
-    message = body.get("message") if isinstance(body.get("message"), str) else ""
+    code = body.get("code")
+    if not isinstance(code, str):
+        code = "internal"
+    message = body.get("message")
+    if not isinstance(message, str):
+        message = ""
     cls = ERRORS_BY_CODE.get(code, Internal)
     return cls(message, code)

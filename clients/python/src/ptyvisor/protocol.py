@@ -8,17 +8,21 @@ ProtocolError, never a crash or an unbounded buffer.
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar, overload
 
 from .errors import ProtocolError
 
-from ._wire import (BOUNDS, FROM_DAEMON, HEADER_SIZE, LAST_TYPE_OF_VERSION, MAGIC,  # noqa: F401
-                    NEWEST_VERSION, OLDEST_VERSION, REQUIRED_MEMBERS, FrameType)
+# The wire's constants are part of this module's interface: the clients and the tests use them
+# from here, hence the explicit re-exports ("X as X"; pyflakes needs its noqa all the same).
+from ._wire import (  # noqa: F401
+                    BOUNDS as BOUNDS, FROM_DAEMON as FROM_DAEMON, HEADER_SIZE as HEADER_SIZE,
+                    LAST_TYPE_OF_VERSION as LAST_TYPE_OF_VERSION, MAGIC as MAGIC,
+                    NEWEST_VERSION as NEWEST_VERSION, OLDEST_VERSION as OLDEST_VERSION,
+                    REQUIRED_MEMBERS as REQUIRED_MEMBERS, FrameType as FrameType)
 
 VERSION = 2            # the version of every connection but SNAPSHOT's (section 8)
 SCREEN_VERSION = 3     # SNAPSHOT/SCREEN (section 10) exist from this version on
@@ -133,6 +137,17 @@ def decode_json(ftype: int, payload: bytes) -> dict:
 
 
 _MISSING = object()
+
+
+_Kind = TypeVar("_Kind")
+_Default = TypeVar("_Default")
+
+
+# The overloads give each call the type it checked for, so that callers need no casts.
+@overload
+def member(body: dict, name: str, kind: type[_Kind]) -> _Kind: ...
+@overload
+def member(body: dict, name: str, kind: type[_Kind], default: _Default) -> _Kind | _Default: ...
 
 
 def member(body: dict, name: str, kind: type, default: Any = _MISSING) -> Any:
@@ -306,7 +321,7 @@ class SessionInfo:
 
     @classmethod
     def from_payload(cls, body: dict) -> "SessionInfo":
-        argv = member(body, "argv", list, [])
+        argv: list[Any] = member(body, "argv", list, [])
         if not all(isinstance(a, str) for a in argv):
             raise ProtocolError("'argv' holds a non-string")
         return cls(id=member(body, "id", str), unit=member(body, "unit", str, ""), argv=argv,
@@ -393,7 +408,7 @@ class Attached:
 
     @classmethod
     def from_payload(cls, body: dict) -> "Attached":
-        size = member(body, "size", dict, {})
+        size: dict[str, Any] = member(body, "size", dict, {})
         return cls(id=member(body, "id", str, ""), unit=member(body, "unit", str, ""),
                    pid=member(body, "pid", int, 0), role=member(body, "role", str, ""),
                    start=member(body, "start", int, 0), end=member(body, "end", int, 0),

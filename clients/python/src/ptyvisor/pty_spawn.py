@@ -121,7 +121,7 @@ class spawn:  # noqa: N801 - pexpect's name
     def _from_text(self, s: str):
         return s.encode() if self.string_type is bytes else s
 
-    def _to_bytes(self, s) -> bytes:
+    def _to_bytes(self, s: bytes | str) -> bytes:
         if isinstance(s, bytes):
             return s
         return s.encode(self.encoding or "utf-8")
@@ -502,7 +502,8 @@ def run(command, timeout=30, withexitstatus=False, events=None, extra_args=None,
             except (EOF, TIMEOUT):
                 child_result_list.append(child.before)
                 break
-            child_result_list.append(child.before + child.after)
+            # A match sets both to slices of one buffer: one type, never None.
+            child_result_list.append(child.before + child.after)  # type: ignore[operator]
             if not _answer(child, pairs[index][1], {
                     "child": child, "event_count": event_count, "extra_args": extra_args,
                     "child_result_list": child_result_list}):
