@@ -85,6 +85,9 @@ namespace ptyvisor::server {
 
 class Server;
 
+// A session's state as the protocol says it (Draining, Stopping and Closing are "running").
+protocol::State wire_state(const Session& s);
+
 class Connection final : public SessionClient, private ClientTransport::Handler {
 public:
     enum class Stage { Handshake, Request, Relay, Closing, Closed };

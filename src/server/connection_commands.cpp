@@ -2,7 +2,8 @@
 // WATCH; docs/protocol.md, section 11). The records come from the session's CommandTracker,
 // the input waits from its InputWatch; the WAIT conditions of version 4 are in
 // connection_requests.cpp with the others.
-#include <chrono>
+#include <algorithm>
+#include <iterator>
 
 #include "common/log.h"
 #include "protocol/command_payloads.h"
@@ -17,16 +18,6 @@ using protocol::FrameType;
 using protocol::SessionEvent;
 
 namespace {
-
-protocol::State wire_state(const Session& s) {
-    switch (s.state()) {
-        case Session::State::Starting: return protocol::State::Starting;
-        case Session::State::Running:
-        case Session::State::Ending: return protocol::State::Running;
-        case Session::State::Ended: return protocol::State::Exited;
-    }
-    return protocol::State::Exited;
-}
 
 // What a WATCH lets wait for its client before it is ended as too slow.
 constexpr std::size_t kMaxWatchQueueBytes = 256 * 1024;
@@ -203,11 +194,15 @@ void Connection::check_watch() {
     auto& seen = *watch_;
     const CommandTracker& commands = session.commands();
     const std::uint64_t offset = session.log().end();
-    for (const auto& record : commands.ended()) {
-        if (record.seq <= seen.ended) continue;
-        seen.started = std::max(seen.started, record.seq);  // a command that began and ended unseen: its end
-        seen.ended = record.seq;
-        push_event({SessionEvent::Kind::CommandEnd, offset, record, 0, std::nullopt});
+    // Called at every read of the session's output: only the records not told of yet are
+    // looked at, found from the newest back.
+    const auto& ended = commands.ended();
+    auto first_new = ended.end();
+    while (first_new != ended.begin() && std::prev(first_new)->seq > seen.ended) --first_new;
+    for (auto record = first_new; record != ended.end(); ++record) {
+        seen.started = std::max(seen.started, record->seq);  // a command that began and ended unseen: its end
+        seen.ended = record->seq;
+        push_event({SessionEvent::Kind::CommandEnd, offset, *record, 0, std::nullopt});
     }
     seen.ended = std::max(seen.ended, commands.last_ended_seq());  // ended records already dropped
     if (const auto& current = commands.current(); current && current->seq > seen.started) {

@@ -19,15 +19,6 @@ using protocol::FrameType;
 
 namespace {
 
-protocol::State wire_state(const Session& s) {
-    switch (s.state()) {
-        case Session::State::Starting: return protocol::State::Starting;
-        case Session::State::Running:
-        case Session::State::Ending: return protocol::State::Running;
-        case Session::State::Ended: return protocol::State::Exited;
-    }
-    return protocol::State::Exited;
-}
 
 std::uint64_t resolve(const protocol::LogPosition& p, const OutputLog& log) {
     switch (p.kind) {
@@ -39,6 +30,17 @@ std::uint64_t resolve(const protocol::LogPosition& p, const OutputLog& log) {
 }
 
 }  // namespace
+
+// What clients see of a session's state (docs/protocol.md, 9.3).
+protocol::State wire_state(const Session& s) {
+    switch (s.state()) {
+        case Session::State::Starting: return protocol::State::Starting;
+        case Session::State::Running:
+        case Session::State::Ending: return protocol::State::Running;
+        case Session::State::Ended: return protocol::State::Exited;
+    }
+    return protocol::State::Exited;
+}
 
 Access Connection::access() {
     Requester who;
