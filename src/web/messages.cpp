@@ -113,6 +113,10 @@ std::string sessions_document(const std::vector<SessionRow>& rows, std::string_v
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string unavailable_message(std::string_view message) {
+    return json{{"type", "unavailable"}, {"message", message}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 bool role_may_control(std::string_view role) { return role == "supervisor" || role == "root"; }
 
 std::string info_document(std::string_view user, std::int64_t uid, std::string_view role, std::string_view version) {

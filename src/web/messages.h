@@ -65,6 +65,9 @@ nlohmann::json session_json(const SessionRow& row, const UserNamer& names);
 std::string sessions_document(const std::vector<SessionRow>& rows, std::string_view role, const UserNamer& names,
                               std::string_view type = {});
 
+// /ws/events when the daemon does not answer LIST: {"type": "unavailable", "message"}.
+std::string unavailable_message(std::string_view message);
+
 // /api/info. `may_control` is derived from the role: supervisor and root may take control.
 bool role_may_control(std::string_view role);
 std::string info_document(std::string_view user, std::int64_t uid, std::string_view role, std::string_view version);

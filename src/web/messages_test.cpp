@@ -105,6 +105,11 @@ TEST(SessionJson, RowFromTheProtocol) {
     EXPECT_EQ(session_json(r, namer)["state"], "starting");
 }
 
+TEST(SessionJson, UnavailableSaysWhy) {
+    EXPECT_EQ(json::parse(unavailable_message("cannot connect")),
+              (json{{"type", "unavailable"}, {"message", "cannot connect"}}));
+}
+
 TEST(InfoJson, MayControlFollowsTheRole) {
     auto j = json::parse(info_document("alice", 1000, "supervisor", "ptyvisor 0.1.0"));
     EXPECT_EQ(j, (json{{"user", "alice"}, {"uid", 1000}, {"role", "supervisor"}, {"may_control", true},

@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,8 @@ constexpr std::chrono::seconds kListTimeout{5};
 constexpr std::chrono::seconds kListInterval{1};
 // A terminal socket reads the daemon again once what it queued is below this.
 constexpr std::size_t kResumeBelow = kMaxQueuedPerSocket / 2;
+// The most of a recording one request returns (the daemon bounds each recording anyway).
+[[maybe_unused]] constexpr std::uint64_t kMaxRecordingBytes = 256ull * 1024 * 1024;
 
 constexpr std::string_view kNeedsToken = "ptyvisor web: this page needs the token printed when the console started\n";
 constexpr std::string_view kContentSecurityPolicy =
@@ -565,9 +568,18 @@ void Lister::finish(const std::shared_ptr<Pending>& p, ListResult result) {
             for (const auto& w : subscribers_)
                 if (auto s = w.lock()) s->publish(last_document_);
         }
-    } else if (result.error != last_error_) {
-        last_error_ = result.error;
-        log("cannot list the sessions: " + result.error);
+    } else {
+        if (result.error != last_error_) {
+            last_error_ = result.error;
+            log("cannot list the sessions: " + result.error);
+        }
+        // The page says so instead of showing an old list as if it were current.
+        auto document = unavailable_message(result.error);
+        if (document != last_document_) {
+            last_document_ = std::move(document);
+            for (const auto& w : subscribers_)
+                if (auto s = w.lock()) s->publish(last_document_);
+        }
     }
     auto waiters = std::move(waiters_);
     waiters_.clear();
@@ -874,8 +886,12 @@ private:
                 guarded([&] { self->answer_sessions(r); }, [&] { self->close(); });
             });
         case R::Recording:
+#ifdef PTYVISOR_WEB_V5
+            return serve_recording(route.argument);
+#else
             // Needs RECORDING (protocol version 5).
             return send_json(http::status::not_found, R"({"error":"no recording"})");
+#endif
         case R::EventsSocket:
         case R::TerminalSocket:
             return upgrade(route);
@@ -884,6 +900,102 @@ private:
         }
         send_text(http::status::not_found, "ptyvisor web: not found\n");
     }
+
+#ifdef PTYVISOR_WEB_V5
+    // The recording is streamed as the daemon sends it (CAST, then `length` bytes of OUTPUT):
+    // one OUTPUT at a time is held, and the daemon is read again only once it is written.
+    void serve_recording(const std::string& id) {
+        auto link = std::make_shared<DaemonLink>(shared_->ioc);
+        std::string why;
+        if (!link->connect(shared_->config.daemon_socket, why))
+            return send_json(http::status::bad_gateway, error_json(why));
+        auto& c = link->connection();
+        c.use_version(5);
+        protocol::RecordingRequest request;
+        request.id = id;
+        request.max_bytes = kMaxRecordingBytes;
+        if (!c.queue_recording(request, why)) return send_json(http::status::bad_request, error_json(why));
+        recording_ = link;
+        recording_left_ = 0;
+        recording_header_ = false;
+        recording_done_ = false;
+        link->flush(shared_from_this());
+        read_recording();
+    }
+
+    void read_recording() {
+        recording_->wait_readable(shared_from_this(), [self = shared_from_this()](beast::error_code ec) {
+            if (ec) return;
+            guarded([&] { self->on_recording(); }, [&] { self->close(); });
+        });
+    }
+
+    void on_recording() {
+        std::vector<client::Event> events;
+        std::string why;
+        if (!recording_->connection().read_events(events, why)) {
+            recording_done_ = true;
+        }
+        for (auto& e : events) {
+            if (auto* cast = std::get_if<client::Cast>(&e)) {
+                recording_header_ = true;
+                recording_left_ = cast->reply.length;
+                http::response<http::empty_body> res{http::status::ok, 11};
+                res.set(http::field::content_type, "application/x-asciicast");
+                res.content_length(cast->reply.length);
+                add_common_headers(res, false);
+                res.keep_alive(keep_alive_);
+                std::ostringstream header;
+                header << res.base();
+                body_.push_back(header.str());
+            } else if (auto* out = std::get_if<client::Output>(&e)) {
+                const auto n = std::min<std::uint64_t>(out->bytes.size(), recording_left_);
+                recording_left_ -= n;
+                body_.emplace_back(out->bytes.begin(), out->bytes.begin() + static_cast<std::ptrdiff_t>(n));
+            } else if (auto* err = std::get_if<client::Error>(&e)) {
+                recording_done_ = true;
+                if (!recording_header_) {
+                    recording_.reset();
+                    const bool missing = err->reply.code == protocol::ErrorCode::NoSuchSession;
+                    return send_json(missing ? http::status::not_found : http::status::bad_gateway,
+                                     error_json(err->reply.message));
+                }
+            } else if (client::is_final(e)) {
+                recording_done_ = true;
+            }
+        }
+        if (recording_done_ && !recording_header_) {
+            recording_.reset();
+            return send_json(http::status::bad_gateway, error_json("the daemon sent no recording"));
+        }
+        pump_recording();
+    }
+
+    void pump_recording() {
+        if (recording_writing_) return;
+        if (!body_.empty()) {
+            recording_writing_ = true;
+            stream_.expires_after(kIdleHttpTimeout);
+            net::async_write(stream_, net::buffer(body_.front()),
+                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                                 self->recording_writing_ = false;
+                                 if (ec) return self->close();
+                                 self->body_.pop_front();
+                                 guarded([&] { self->pump_recording(); }, [&] { self->close(); });
+                             });
+            return;
+        }
+        if (recording_header_ && recording_left_ == 0) {
+            recording_.reset();
+            if (!keep_alive_) return close();
+            return read_request();
+        }
+        // The body is not complete: more is coming, or the daemon stopped short (then the
+        // connection is closed, so that the browser knows the file is cut).
+        if (recording_done_) return close();
+        read_recording();
+    }
+#endif
 
     void answer_info(const ListResult& r) {
         if (!r.ok) return send_json(http::status::bad_gateway, error_json(r.error));
@@ -953,6 +1065,12 @@ private:
     beast::flat_buffer buffer_{kMaxHeaderBytes};
     std::optional<http::request_parser<http::empty_body>> parser_;
     bool keep_alive_ = false;
+#ifdef PTYVISOR_WEB_V5
+    std::shared_ptr<DaemonLink> recording_;
+    std::deque<std::string> body_;
+    std::uint64_t recording_left_ = 0;
+    bool recording_header_ = false, recording_done_ = false, recording_writing_ = false;
+#endif
 };
 
 // ---- the listener -----------------------------------------------------------------------
