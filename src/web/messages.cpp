@@ -28,13 +28,11 @@ SessionRow row_from(const protocol::SessionInfo& info) {
         const auto& c = *info.last_command;
         row.last_command = LastCommand{c.seq, c.command, c.exit_code, !c.ended()};
     }
-#ifdef PTYVISOR_WEB_V5
     // Protocol version 5: who holds the terminal, and whether a recording exists.
     row.controller.held = info.held;
     row.controller.uid = info.controller_uid;
     row.controller.since_ms = info.controller_since;
     row.recording = info.recording;
-#endif
     return row;
 }
 

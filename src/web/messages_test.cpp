@@ -96,8 +96,17 @@ TEST(SessionJson, RowFromTheProtocol) {
     info.last_command = protocol::CommandRecord{};
     info.last_command->seq = 4;
     info.last_command->command = "ls";
+    info.held = true;
+    info.controller_uid = 1000;
+    info.controller_since = 123;
+    info.recording = true;
     const auto r = row_from(info);
     EXPECT_EQ(r.id, info.id);
+    EXPECT_TRUE(r.controller.held);
+    EXPECT_EQ(r.controller.uid, 1000);
+    EXPECT_EQ(r.controller.since_ms, 123);
+    EXPECT_TRUE(r.recording);
+    EXPECT_EQ(session_json(r, namer)["controller_user"], "alice");
     EXPECT_EQ(r.state, protocol::State::Starting);
     EXPECT_EQ(r.offset, 7u);
     ASSERT_TRUE(r.last_command);

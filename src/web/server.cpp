@@ -68,8 +68,6 @@ constexpr std::chrono::seconds kListTimeout{5};
 constexpr std::chrono::seconds kListInterval{1};
 // A terminal socket reads the daemon again once what it queued is below this.
 constexpr std::size_t kResumeBelow = kMaxQueuedPerSocket / 2;
-// The most of a recording one request returns (the daemon bounds each recording anyway).
-[[maybe_unused]] constexpr std::uint64_t kMaxRecordingBytes = 256ull * 1024 * 1024;
 
 constexpr std::string_view kNeedsToken = "ptyvisor web: this page needs the token printed when the console started\n";
 constexpr std::string_view kContentSecurityPolicy =
@@ -290,9 +288,7 @@ private:
             finish(p, ListResult{false, why, {}, {}});
             return;
         }
-#ifdef PTYVISOR_WEB_V5
         p->link.connection().use_version(5);
-#endif
         p->link.connection().queue_list();
         p->link.flush(p);
         p->deadline.expires_after(kListTimeout);
@@ -324,9 +320,7 @@ private:
                 ListResult r;
                 r.ok = true;
                 for (const auto& info : s->sessions) r.rows.push_back(row_from(info));
-#ifdef PTYVISOR_WEB_V5
                 r.role = s->role;
-#endif
                 if (r.role.empty()) r.role = uid_ == 0 ? "root" : "observer";
                 finish(p, std::move(r));
                 return;
@@ -603,9 +597,7 @@ private:
             return;
         }
         auto& c = link_.connection();
-#ifdef PTYVISOR_WEB_V5
         c.use_version(5);
-#endif
         protocol::AttachRequest request;
         request.id = id_;
         request.observe = true;
@@ -660,12 +652,10 @@ private:
             v.cols = a->reply.size.cols;
             v.rows = a->reply.size.rows;
             v.state = a->reply.state;
-#ifdef PTYVISOR_WEB_V5
             v.may_control = a->reply.may_control;
             v.controller.held = a->reply.held;
             v.controller.uid = a->reply.controller_uid;
             v.controller.since_ms = a->reply.controller_since;
-#endif
             may_control_ = v.may_control;
             controller_ = v.controller;
             send_text(attached_message(v, false, shared().names));
@@ -686,16 +676,14 @@ private:
             fail("daemon_closed", "the daemon closed the connection", websocket::close_code::internal_error);
         } else if (auto* v = std::get_if<client::ProtocolViolation>(&e)) {
             fail("protocol_violation", v->message, websocket::close_code::internal_error);
-#ifdef PTYVISOR_WEB_V5
         } else if (auto* c = std::get_if<client::ControllerChanged>(&e)) {
-            controller_.held = c->notice.controller == "supervisor";
+            controller_.held = c->notice.controller == protocol::ControllerNotice::Kind::Supervisor;
             controller_.uid = c->notice.uid;
             controller_.since_ms = c->notice.since;
             holds_ = controller_.held && c->notice.you;
             send_text(controller_message(controller_, holds_, shared().names));
         } else if (auto* r = std::get_if<client::Refused>(&e)) {
             send_text(refused_message(r->notice.code, r->notice.message));
-#endif
         }
     }
 
@@ -722,17 +710,13 @@ private:
                 send_text(refused_message("not_allowed", "only a supervisor or root may take control"));
                 return;
             }
-#ifdef PTYVISOR_WEB_V5
             c.queue_control(true);
             link_.flush(shared_from_this());
-#endif
         } else if (std::holds_alternative<ReleaseMessage>(m)) {
-#ifdef PTYVISOR_WEB_V5
             if (may_control_) {
                 c.queue_control(false);
                 link_.flush(shared_from_this());
             }
-#endif
         } else if (const auto* resize = std::get_if<ResizeMessage>(&m)) {
             if (!holds_) {
                 send_text(refused_message("read_only", "only the terminal that holds control resizes it"));
@@ -886,12 +870,7 @@ private:
                 guarded([&] { self->answer_sessions(r); }, [&] { self->close(); });
             });
         case R::Recording:
-#ifdef PTYVISOR_WEB_V5
             return serve_recording(route.argument);
-#else
-            // Needs RECORDING (protocol version 5).
-            return send_json(http::status::not_found, R"({"error":"no recording"})");
-#endif
         case R::EventsSocket:
         case R::TerminalSocket:
             return upgrade(route);
@@ -901,24 +880,33 @@ private:
         send_text(http::status::not_found, "ptyvisor web: not found\n");
     }
 
-#ifdef PTYVISOR_WEB_V5
-    // The recording is streamed as the daemon sends it (CAST, then `length` bytes of OUTPUT):
-    // one OUTPUT at a time is held, and the daemon is read again only once it is written.
+    // The recording is streamed as the daemon sends it: CAST, then its bytes as OUTPUT, at most
+    // kMaxRecordingChunk per connection. The first CAST's `size` fixes Content-Length (the file
+    // grows while the session runs: what came later is for the next request); further chunks
+    // are asked for from where the last ended. One OUTPUT at a time is held, and the daemon is
+    // read again only once it is written.
     void serve_recording(const std::string& id) {
+        recording_id_ = id;
+        recording_offset_ = 0;
+        recording_left_ = 0;
+        recording_header_ = false;
+        start_chunk();
+    }
+
+    void start_chunk() {
         auto link = std::make_shared<DaemonLink>(shared_->ioc);
         std::string why;
-        if (!link->connect(shared_->config.daemon_socket, why))
-            return send_json(http::status::bad_gateway, error_json(why));
+        if (!link->connect(shared_->config.daemon_socket, why)) return recording_failed(why);
         auto& c = link->connection();
         c.use_version(5);
         protocol::RecordingRequest request;
-        request.id = id;
-        request.max_bytes = kMaxRecordingBytes;
-        if (!c.queue_recording(request, why)) return send_json(http::status::bad_request, error_json(why));
+        request.id = recording_id_;
+        request.offset = recording_offset_;
+        request.max_bytes = protocol::kMaxRecordingChunk;
+        if (!c.queue_recording(request, why)) return recording_failed(why);
         recording_ = link;
-        recording_left_ = 0;
-        recording_header_ = false;
-        recording_done_ = false;
+        chunk_done_ = false;
+        chunk_bytes_ = 0;
         link->flush(shared_from_this());
         read_recording();
     }
@@ -930,44 +918,49 @@ private:
         });
     }
 
+    // Before the header: an answer of its own; after it: the body is cut, so the connection
+    // is closed (the browser then knows the file is incomplete).
+    void recording_failed(const std::string& why, http::status status = http::status::bad_gateway) {
+        recording_.reset();
+        body_.clear();
+        if (recording_header_) return close();
+        send_json(status, error_json(why));
+    }
+
     void on_recording() {
         std::vector<client::Event> events;
         std::string why;
-        if (!recording_->connection().read_events(events, why)) {
-            recording_done_ = true;
-        }
+        if (!recording_->connection().read_events(events, why)) return recording_failed(why);
         for (auto& e : events) {
             if (auto* cast = std::get_if<client::Cast>(&e)) {
-                recording_header_ = true;
-                recording_left_ = cast->reply.length;
-                http::response<http::empty_body> res{http::status::ok, 11};
-                res.set(http::field::content_type, "application/x-asciicast");
-                res.content_length(cast->reply.length);
-                add_common_headers(res, false);
-                res.keep_alive(keep_alive_);
-                std::ostringstream header;
-                header << res.base();
-                body_.push_back(header.str());
+                if (!recording_header_) {
+                    recording_header_ = true;
+                    recording_left_ = cast->reply.size > cast->reply.offset ? cast->reply.size - cast->reply.offset : 0;
+                    http::response<http::empty_body> res{http::status::ok, 11};
+                    res.set(http::field::content_type, "application/x-asciicast");
+                    res.content_length(recording_left_);
+                    add_common_headers(res, false);
+                    res.keep_alive(keep_alive_);
+                    std::ostringstream header;
+                    header << res.base();
+                    body_.push_back(header.str());
+                }
             } else if (auto* out = std::get_if<client::Output>(&e)) {
                 const auto n = std::min<std::uint64_t>(out->bytes.size(), recording_left_);
                 recording_left_ -= n;
-                body_.emplace_back(out->bytes.begin(), out->bytes.begin() + static_cast<std::ptrdiff_t>(n));
+                recording_offset_ += out->bytes.size();
+                chunk_bytes_ += out->bytes.size();
+                if (n > 0) body_.emplace_back(out->bytes.begin(), out->bytes.begin() + static_cast<std::ptrdiff_t>(n));
             } else if (auto* err = std::get_if<client::Error>(&e)) {
-                recording_done_ = true;
-                if (!recording_header_) {
-                    recording_.reset();
-                    const bool missing = err->reply.code == protocol::ErrorCode::NoSuchSession;
-                    return send_json(missing ? http::status::not_found : http::status::bad_gateway,
-                                     error_json(err->reply.message));
-                }
+                const auto code = err->reply.code;
+                return recording_failed(err->reply.message, code == protocol::ErrorCode::NoSuchSession ? http::status::not_found
+                                                            : code == protocol::ErrorCode::NotAllowed ? http::status::forbidden
+                                                                                                      : http::status::bad_gateway);
             } else if (client::is_final(e)) {
-                recording_done_ = true;
+                chunk_done_ = true;
             }
         }
-        if (recording_done_ && !recording_header_) {
-            recording_.reset();
-            return send_json(http::status::bad_gateway, error_json("the daemon sent no recording"));
-        }
+        if (chunk_done_ && !recording_header_) return recording_failed("the daemon sent no recording");
         pump_recording();
     }
 
@@ -990,12 +983,12 @@ private:
             if (!keep_alive_) return close();
             return read_request();
         }
-        // The body is not complete: more is coming, or the daemon stopped short (then the
-        // connection is closed, so that the browser knows the file is cut).
-        if (recording_done_) return close();
-        read_recording();
+        if (!chunk_done_) return read_recording();
+        // This chunk is over and the body is not: the next one, unless this one brought
+        // nothing (the file was cut), which would loop.
+        if (chunk_bytes_ == 0) return recording_failed("the recording ended short");
+        start_chunk();
     }
-#endif
 
     void answer_info(const ListResult& r) {
         if (!r.ok) return send_json(http::status::bad_gateway, error_json(r.error));
@@ -1065,12 +1058,14 @@ private:
     beast::flat_buffer buffer_{kMaxHeaderBytes};
     std::optional<http::request_parser<http::empty_body>> parser_;
     bool keep_alive_ = false;
-#ifdef PTYVISOR_WEB_V5
+    // GET /api/sessions/ID/recording, while it is streamed.
     std::shared_ptr<DaemonLink> recording_;
+    std::string recording_id_;
     std::deque<std::string> body_;
-    std::uint64_t recording_left_ = 0;
-    bool recording_header_ = false, recording_done_ = false, recording_writing_ = false;
-#endif
+    std::uint64_t recording_offset_ = 0;   // of the next byte to ask for
+    std::uint64_t recording_left_ = 0;     // bytes of the body still to send
+    std::uint64_t chunk_bytes_ = 0;        // bytes the current chunk brought
+    bool recording_header_ = false, chunk_done_ = false, recording_writing_ = false;
 };
 
 // ---- the listener -----------------------------------------------------------------------
