@@ -67,6 +67,7 @@ class WebSocket:
         self.messages = 0
         self.bytes = 0
         self.closed = False
+        self.last_text = ""
 
     def feed(self):
         """Reads what is there and counts whole frames; False once the server closed."""
@@ -90,6 +91,8 @@ class WebSocket:
                 break
             self.messages += 1
             self.bytes += length
+            if self.buffer[0] & 0x0F == 1:  # text: keep the last, to say why a socket closed
+                self.last_text = self.buffer[at:at + min(length, 300)].decode(errors="replace")
             self.buffer = self.buffer[at + length:]
         return True
 
@@ -151,7 +154,8 @@ def main():
         print(f"VmHWM {hwm / 1024:.1f} MiB, VmRSS {rss / 1024:.1f} MiB with 1 page and {SESSIONS} terminals")
         closed = [t for t in terminals if t.closed]
         if closed:
-            print(f"warning: {len(closed)} terminal sockets were closed by the server", file=sys.stderr)
+            print(f"warning: {len(closed)} terminal sockets were closed by the server; the last said "
+                  f"{closed[-1].last_text}", file=sys.stderr)
     finally:
         web.terminate()
         web.wait()

@@ -96,6 +96,32 @@ struct Shared {
     std::map<std::int64_t, std::string> name_cache;
     UserNamer names;
     std::shared_ptr<class Lister> lister;
+
+    // Terminal sockets attach a few at a time: the daemon lets one process hold at most
+    // max_unauthenticated_per_peer (4 by default) connections that have not made their
+    // request yet, and refuses more with `overloaded`. A page opening 16 terminals at once
+    // would otherwise lose most of them. LIST keeps the fourth place.
+    static constexpr std::size_t kMaxAttaching = 3;
+    std::size_t attaching = 0;
+    std::deque<std::function<void()>> waiting_to_attach;
+
+    void enter_attaching(std::function<void()> start) {
+        if (attaching < kMaxAttaching) {
+            ++attaching;
+            start();
+        } else {
+            waiting_to_attach.push_back(std::move(start));
+        }
+    }
+    void leave_attaching() {
+        if (attaching > 0) --attaching;
+        while (attaching < kMaxAttaching && !waiting_to_attach.empty()) {
+            auto next = std::move(waiting_to_attach.front());
+            waiting_to_attach.pop_front();
+            ++attaching;
+            next();
+        }
+    }
 };
 
 // One of the kMaxConnections places; given back when the connection (HTTP or upgraded) ends.
@@ -591,6 +617,22 @@ public:
 
 private:
     void opened() override {
+        shared().enter_attaching([self = std::static_pointer_cast<TerminalSocket>(shared_from_this())] {
+            self->attaching_ = true;
+            guarded([&] { self->attach(); }, [&] { self->fail_internal(); });
+            if (self->closing()) self->attached();  // failed at once, or the page left meanwhile
+        });
+    }
+
+    // The ATTACH has been answered (or will not be): the next terminal may attach.
+    void attached() {
+        if (!attaching_) return;
+        attaching_ = false;
+        shared().leave_attaching();
+    }
+
+    void attach() {
+        if (closing()) return;
         std::string why;
         if (!link_.connect(shared().config.daemon_socket, why)) {
             fail("daemon_unreachable", why, websocket::close_code::internal_error);
@@ -658,6 +700,7 @@ private:
             v.controller.since_ms = a->reply.controller_since;
             may_control_ = v.may_control;
             controller_ = v.controller;
+            attached();
             send_text(attached_message(v, false, shared().names));
         } else if (auto* d = std::get_if<client::Dropped>(&e)) {
             send_text(dropped_message(d->notice.offset, d->notice.lost));
@@ -741,11 +784,13 @@ private:
         // Closing the daemon connection hands control back to the agent.
         daemon_done_ = true;
         link_.close();
+        attached();
     }
 
     void fail(const std::string& code, const std::string& text, websocket::close_code close) {
         daemon_done_ = true;
         link_.close();
+        attached();
         send_text(error_message(code, text));
         close_after_sending(close);
     }
@@ -756,6 +801,7 @@ private:
     bool paused_ = false;
     bool may_control_ = false;
     bool holds_ = false;
+    bool attaching_ = false;  // holds one of Shared::kMaxAttaching places
     ControllerView controller_;
 };
 
