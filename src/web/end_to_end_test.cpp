@@ -271,6 +271,21 @@ TEST_F(WebServer, AWebSocketFromItsOwnOriginIsAccepted) {
     EXPECT_EQ(header_of(r, "Sec-WebSocket-Accept"), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
 }
 
+TEST_F(WebServer, APageMessageOver64KiBClosesWith1009) {
+    UniqueFd fd = connect_tcp(port_);
+    ASSERT_TRUE(fd);
+    send_all(fd.get(), "GET /ws/events HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) + "\r\n" + cookie() +
+                           upgrade(own_origin()) + "\r\n");
+    ASSERT_EQ(status_of(receive(fd.get(), has_headers)), 101);
+    // A masked text frame that says 65537 bytes follow: refused from its header alone.
+    std::string frame = "\x81\xff";
+    for (int shift = 56; shift >= 0; shift -= 8) frame.push_back(static_cast<char>((65537ull >> shift) & 0xff));
+    frame.append(4, '\0');  // the mask
+    send_all(fd.get(), frame);
+    const auto rest = receive(fd.get(), [](const std::string& t) { return t.find("\x88\x02\x03\xf1") != std::string::npos; });
+    EXPECT_NE(rest.find("\x88\x02\x03\xf1"), std::string::npos);  // close, 1009
+}
+
 TEST_F(WebServer, ATerminalWithoutADaemonIsAnErrorThenAClose) {
     UniqueFd fd = connect_tcp(port_);
     ASSERT_TRUE(fd);
