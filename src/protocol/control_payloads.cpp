@@ -45,7 +45,7 @@ std::string encode(const ControllerNotice& v) {
 }
 
 std::string encode(const RefusedNotice& v) {
-    return dump({{"code", v.code}, {"message", v.message}, {"what", v.what}});
+    return dump({{"code", v.code}, {"message", v.message}, {"what", v.what}, {"count", v.count}});
 }
 
 std::string encode(const RecordingRequest& v) {
@@ -78,7 +78,8 @@ Decoded<ControllerNotice> decode_controller(std::string_view text) {
 
 Decoded<RefusedNotice> decode_refused(std::string_view text) {
     return decode_with<RefusedNotice>(text, [](Reader& r, RefusedNotice& v) {
-        return r.str("code", v.code, 64) && r.str("message", v.message, 4096) && r.str("what", v.what, 16);
+        return r.str("code", v.code, 64) && r.str("message", v.message, 4096) && r.str("what", v.what, 16) &&
+               r.u64("count", v.count, UINT64_MAX);
     });
 }
 

@@ -35,7 +35,8 @@ std::string_view to_string(ControllerNotice::Kind kind);
 struct RefusedNotice {
     std::string code;     // an error code (error_code.h), e.g. held_by_supervisor
     std::string message;  // for humans
-    std::string what;     // "input" or "resize"
+    std::string what;     // "input", "resize" or "control"
+    std::uint64_t count = 1;  // frames refused since the last REFUSED (at most one a second)
     bool operator==(const RefusedNotice&) const = default;
 };
 

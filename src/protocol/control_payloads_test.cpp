@@ -32,7 +32,7 @@ TEST(ControlPayloads, ControllerRoundTripsWithAndWithoutAPerson) {
 }
 
 TEST(ControlPayloads, RefusedRoundTrips) {
-    RefusedNotice n{"held_by_supervisor", "a person holds it", "input"};
+    RefusedNotice n{"held_by_supervisor", "a person holds it", "input", 7};
     const auto d = decode_refused(encode(n));
     ASSERT_TRUE(d) << d.error;
     EXPECT_EQ(*d.value, n);

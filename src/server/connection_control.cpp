@@ -56,7 +56,7 @@ void Connection::handle_control(const protocol::Frame& frame) {
     if (session_->held_by(this)) return push_controller();
     if (std::string why; !session_->may_hold(why)) {
         transport_.queue().push(FrameType::Refused,
-                                protocol::encode(protocol::RefusedNotice{"busy", why, "control"}));
+                                protocol::encode(protocol::RefusedNotice{"busy", why, "control", 1}));
         return flush_output();
     }
     session_->hold(this, peer_.cred.uid);
@@ -99,10 +99,11 @@ void Connection::tell_refused(FrameType type) {
     const auto* h = session_->holder();
     const std::string message = "a person (uid " + std::to_string(h ? h->uid : 0) + ") holds this terminal; " +
                                 std::to_string(refused_pending_) + " frame(s) of input or resize were not carried out";
-    refused_pending_ = 0;
     transport_.queue().push(FrameType::Refused,
                             protocol::encode(protocol::RefusedNotice{std::string(protocol::to_string(ErrorCode::HeldBySupervisor)),
-                                                                     message, type == FrameType::Resize ? "resize" : "input"}));
+                                                                     message, type == FrameType::Resize ? "resize" : "input",
+                                                                     refused_pending_}));
+    refused_pending_ = 0;
     flush_output();
 }
 

@@ -100,9 +100,11 @@ void Connection::handle_attach(const protocol::Frame& frame) {
     cursor_ = resolve(r.from, log);
     session->attach(this, wanted);
     enter(Stage::Relay);
-    relaying_ = true;
+    // Before relaying_: ATTACHED says that this connection holds it, and comes first.
     if (holding) session->hold(this, peer_.cred.uid);
-    protocol::AttachedReply reply{session->id(), session->unit(), session->main_pid(), wanted == Role::Observer,
+    relaying_ = true;
+    // A person holding the terminal asked to control it: "controller" is what it is now.
+    protocol::AttachedReply reply{session->id(), session->unit(), session->main_pid(), wanted == Role::Observer && !holding,
                                   log.start(), log.end(), cursor_, wire_state(*session), session->size()};
     reply.may_control = may_hold_;
     if (const auto* h = session->holder()) {

@@ -219,7 +219,15 @@ void Session::hold(SessionClient* client, std::int64_t uid) {
         }
     }
     if (holder_ && holder_->client == client) return;
-    if (holder_) log_control_end();
+    if (holder_) {
+        log_control_end();
+        // Another person had it. One whose client cannot hear CONTROLLER is let go, as the agent's.
+        if (SessionClient* previous = holder_->client; previous->protocol_version() < 5) {
+            holder_.reset();
+            std::erase_if(clients_, [previous](const auto& c) { return c.first == previous; });
+            previous->session_taken_over();
+        }
+    }
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     holder_ = Holder{client, uid, std::chrono::duration_cast<std::chrono::milliseconds>(now).count(), 0};
     log_info("a person took the terminal", {{"UNIT", unit_}, {"SUPERVISOR_UID", std::to_string(uid)}});

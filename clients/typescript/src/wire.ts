@@ -153,7 +153,7 @@ export const REQUIRED_MEMBERS: Readonly<Record<string, Readonly<Record<string, r
   EVENT: { event: ["string"], offset: ["integer"] },
   CONTROL: { take: ["boolean"] },
   CONTROLLER: { controller: ["string"], since: ["integer"], you: ["boolean"] },
-  REFUSED: { code: ["string"], message: ["string"], what: ["string"] },
+  REFUSED: { code: ["string"], message: ["string"], what: ["string"], count: ["integer"] },
   RECORDING: { id: ["string"] },
   CAST: { id: ["string"], offset: ["integer"], length: ["integer"], size: ["integer"] },
 };

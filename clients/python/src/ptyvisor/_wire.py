@@ -180,7 +180,7 @@ REQUIRED_MEMBERS: dict[str, dict[str, tuple[str, ...]]] = {
     'EVENT': {'event': ('string',), 'offset': ('integer',)},
     'CONTROL': {'take': ('boolean',)},
     'CONTROLLER': {'controller': ('string',), 'since': ('integer',), 'you': ('boolean',)},
-    'REFUSED': {'code': ('string',), 'message': ('string',), 'what': ('string',)},
+    'REFUSED': {'code': ('string',), 'message': ('string',), 'what': ('string',), 'count': ('integer',)},
     'RECORDING': {'id': ('string',)},
     'CAST': {'id': ('string',), 'offset': ('integer',), 'length': ('integer',), 'size': ('integer',)},
 }
