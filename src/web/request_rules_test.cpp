@@ -205,6 +205,7 @@ TEST(Routes, ContentTypes) {
     EXPECT_EQ(content_type_for("vendor/icon.svg"), "image/svg+xml");
     EXPECT_EQ(content_type_for("vendor/font.woff2"), "font/woff2");
     EXPECT_EQ(content_type_for("data.json"), "application/json");
+    EXPECT_EQ(content_type_for("vendor/LICENSE-xterm.txt"), "text/plain; charset=utf-8");
     EXPECT_EQ(content_type_for("README"), "application/octet-stream");
 }
 

@@ -36,6 +36,7 @@ std::string_view content_type_for(std::string_view name) {
         {".mjs", "text/javascript; charset=utf-8"}, {".css", "text/css; charset=utf-8"},
         {".svg", "image/svg+xml"}, {".woff2", "font/woff2"}, {".json", "application/json"},
         {".png", "image/png"}, {".ico", "image/x-icon"}, {".map", "application/json"},
+        {".txt", "text/plain; charset=utf-8"},
     };
     for (const auto& e : kTypes)
         if (name.ends_with(e.extension)) return e.type;
