@@ -16,9 +16,6 @@ struct WebOptions {
     std::string version;  // ptyvisor's
 };
 
-// "127.0.0.1:8650", "localhost:0", "[::1]:8650" -> host (brackets removed) and port.
-bool parse_listen(const std::string& text, std::string& host, std::uint16_t& port, std::string& why);
-
 // The exit status: 2 for a refusal (root, bad options, a bad token file), 1 when it cannot
 // listen, 0 after SIGINT or SIGTERM.
 int web_command(const WebOptions& options);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "web/assets.h"
+#include "web/listen_address.h"
 #include "web/routes.h"
 
 namespace ptyvisor::web {
@@ -207,6 +208,22 @@ TEST(Routes, ContentTypes) {
     EXPECT_EQ(content_type_for("data.json"), "application/json");
     EXPECT_EQ(content_type_for("vendor/LICENSE-xterm.txt"), "text/plain; charset=utf-8");
     EXPECT_EQ(content_type_for("README"), "application/octet-stream");
+}
+
+TEST(ListenAddress, HostAndPort) {
+    std::string host, why;
+    std::uint16_t port = 1;
+    ASSERT_TRUE(parse_listen("127.0.0.1:8650", host, port, why)) << why;
+    EXPECT_EQ(host, "127.0.0.1");
+    EXPECT_EQ(port, 8650);
+    ASSERT_TRUE(parse_listen("localhost:0", host, port, why)) << why;
+    EXPECT_EQ(port, 0);
+    ASSERT_TRUE(parse_listen("[::1]:65535", host, port, why)) << why;
+    EXPECT_EQ(host, "::1");
+    EXPECT_EQ(port, 65535);
+    for (const char* bad : {"", "127.0.0.1", "127.0.0.1:", ":8650", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:80x",
+                            "::1:8650", "[::1]8650", "[::1]", "127.0.0.1: 80"})
+        EXPECT_FALSE(parse_listen(bad, host, port, why)) << bad;
 }
 
 TEST(Assets, TheIndexIsEmbeddedAndTheTableIsSorted) {
