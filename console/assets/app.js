@@ -255,7 +255,8 @@ class LivePane {
         this.control(m.controller, m.controller_user, m.since ?? null, !!m.you);
         break;
       case 'refused':
-        this.flash(m.code === 'read_only' ? 'read-only: press “Take control” to type' : (m.message || m.code));
+        if (m.code === 'read_only') this.flash(this.mayControl ? 'read-only: press “Take control” to type' : 'read-only: you may watch this session, not type in it');
+        else this.flash(m.message || m.code);
         break;
       case 'dropped':
         this.flash(`fell behind: ${m.lost} bytes of output skipped`);

@@ -7,8 +7,8 @@ import { after, before, describe, test } from 'node:test';
 import { launch, openConsole, openLive, pane, paneText, row, status, typeInto, visible, waitForText } from './browser.mjs';
 import { agent, rawGet, requireEnv, startSession, startWeb } from './harness.mjs';
 
-const shots = process.env.CONSOLE_SCREENSHOTS;
-const screenshot = async (page, name) => { if (shots) await page.screenshot({ path: join(shots, `console-${name}.png`) }); };
+const shots = process.env.CONSOLE_SCREENSHOTS;  // a directory: screenshots of the real thing
+const screenshot = async (page, name) => { if (shots) await page.screenshot({ path: join(shots, `console-e2e-${name}.png`) }); };
 
 // A session that answers each line it reads: "got:LINE", or its terminal size for "size".
 // It proves which input reached the session (the terminal echo alone would not: it is the
