@@ -3,6 +3,7 @@
 #
 # The console's browser suites, in Debian's chromium (headless, --no-sandbox: this runs as
 # root) driven by puppeteer-core from this directory's devDependencies:
+#   tests/format.test.mjs the page's wording of sessions (Node alone);
 #   tests/page.test.mjs  the page alone, against tests/mock-server.mjs (no daemon);
 #   tests/e2e.test.mjs   the page, `ptyvisor web` and a real ptyvisord from BUILD_DIR.
 # Also checks that assets/vendor/ is what package-lock.json gives (vendor.sh --check).
@@ -28,4 +29,4 @@ npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 "$here/vendor.sh" --check
 
 export CONSOLE_SCREENSHOTS="${CONSOLE_SCREENSHOTS:-}"
-exec "$here/tests/daemon.sh" "$build" -- node --test --test-concurrency=1 --test-reporter=spec tests/page.test.mjs tests/e2e.test.mjs
+exec "$here/tests/daemon.sh" "$build" -- node --test --test-concurrency=1 --test-reporter=spec tests/format.test.mjs tests/page.test.mjs tests/e2e.test.mjs
