@@ -33,6 +33,10 @@ function controllerText(controller, user, since) {
   return 'agent';
 }
 
+// Bytes handed to xterm.js and not yet parsed: past `high` a pane skips output until `low`.
+// The tests lower them (window.ptyvisorConsole.limits) to exercise the skipping.
+const limits = { high: 4 << 20, low: 512 << 10 };
+
 const state = {
   info: null,                 // /api/info
   sessions: new Map(),        // id -> SESSION, as last sent by /ws/events
@@ -40,7 +44,7 @@ const state = {
   panes: new Map(),           // key ("live:ID" or "play:ID") -> Pane
 };
 // For the browser tests and the latency benchmark: the open panes and their terminals.
-window.ptyvisorConsole = { panes: state.panes, sessions: state.sessions };
+window.ptyvisorConsole = { panes: state.panes, sessions: state.sessions, limits };
 
 // ---- the session list ----------------------------------------------------------------------
 
@@ -175,6 +179,9 @@ class LivePane {
     this.ended = false;
     this.noticeTimer = 0;
     this.lastSize = '';
+    this.pending = 0;           // bytes handed to xterm.js and not yet parsed
+    this.skipping = false;
+    this.skipped = 0;
     const f = paneFrame('live', id, titleOf(id));
     Object.assign(this, f);
     this.take = el('button', { type: 'button', 'data-action': 'take', text: 'Take control', hidden: true });
@@ -205,7 +212,7 @@ class LivePane {
     this.ws = new WebSocket(wsUrl(`ws/terminal?id=${encodeURIComponent(this.id)}`));
     this.ws.binaryType = 'arraybuffer';
     this.ws.addEventListener('message', (ev) => {
-      if (typeof ev.data !== 'string') { this.term.write(new Uint8Array(ev.data)); return; }
+      if (typeof ev.data !== 'string') { this.output(new Uint8Array(ev.data)); return; }
       let m;
       try { m = JSON.parse(ev.data); } catch { return; }
       this.onMessage(m);
@@ -215,6 +222,31 @@ class LivePane {
       this.showControl();
       if (!this.ended) this.setStatus(ev.code === 1008 ? 'refused' : 'disconnected');
       this.take.hidden = true;
+    });
+  }
+
+  // A browser cannot slow a WebSocket down, so a session that prints faster than xterm.js
+  // draws would queue without bound in the page (xterm.js itself discards past 50 MB,
+  // silently). Past HIGH bytes not yet parsed the page skips output, says so, and resumes
+  // below LOW: as the daemon does for an observer that falls behind (`dropped`).
+  output(bytes) {
+    if (this.skipping) {
+      this.skipped += bytes.length;
+      return;
+    }
+    if (this.pending > limits.high) {
+      this.skipping = true;
+      this.skipped = bytes.length;
+      this.notice.textContent = 'falling behind: skipping output until the terminal catches up';
+      return;
+    }
+    this.pending += bytes.length;
+    this.term.write(bytes, () => {
+      this.pending -= bytes.length;
+      if (this.skipping && this.pending < limits.low) {
+        this.skipping = false;
+        this.flash(`fell behind: ${this.skipped} bytes of output skipped`);
+      }
     });
   }
 
