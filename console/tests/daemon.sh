@@ -64,7 +64,7 @@ while b"READY=1" not in s.recv(4096):
     pass
 print(daemon.pid)
 PY
-)
+) || { echo "daemon.sh: ptyvisord did not become ready; its log:" >&2; cat "$run/ptyvisord.log" >&2; exit 1; }
 
 export PTYVISOR_SOCKET="$run/ptyvisor.sock" PTYVISOR_BIN="$run/ptyvisor" PTYVISOR_RUN_DIR="$run"
 export CONSOLE_AGENT="$account" CONSOLE_SUPERVISOR_GROUP="$supervisors" CONSOLE_OBSERVER_GROUP="$observers"
