@@ -11,6 +11,7 @@
 //
 // Needs a daemon and the console's environment: run it through bench/console/latency.sh.
 import { execFileSync } from 'node:child_process';
+import WebSocket from 'ws';
 import { fileURLToPath } from 'node:url';
 import { launch, openConsole, openLive } from '../../console/tests/browser.mjs';
 import { agent, requireEnv, startSession, startWeb } from '../../console/tests/harness.mjs';
@@ -49,7 +50,8 @@ try {
   if (offscreen) console.warn(`latency: ${offscreen} panes are partly off screen`);
 
   await page.evaluate((flood) => {
-    const lat = { phase: null, samples: { quiet: [], flood: [] }, floodBytes: 0 };
+    const lat = { phase: null, samples: { quiet: [], flood: [] }, arrived: { quiet: [], flood: [] }, floodBytes: 0 };
+    const now = () => performance.timeOrigin + performance.now();
     window.__latency = lat;
     for (const p of window.ptyvisorConsole.panes.values()) {
       const term = p.term;
@@ -63,34 +65,54 @@ try {
       let parsed = [];          // printed times of markers parsed but not yet drawn
       term.onRender(() => {
         if (!parsed.length) return;
-        const now = performance.timeOrigin + performance.now();
-        for (const { t, phase } of parsed) if (phase) lat.samples[phase].push(now - t * 1000);
+        const drawn = now();
+        for (const { t, phase } of parsed) if (phase) lat.samples[phase].push(drawn - t * 1000);
         parsed = [];
       });
       term.write = (data, cb) => {
+        const arrived = now();    // the WebSocket message handler runs: transport done
         const text = partial + decoder.decode(data);
         const cut = text.lastIndexOf('\n');
         const whole = cut < 0 ? '' : text.slice(0, cut);
         partial = cut < 0 ? text.slice(-64) : text.slice(cut + 1);
         const found = [];
-        for (const m of whole.matchAll(/M(\d{9,11}\.\d{6})/g)) found.push({ t: Number(m[1]), phase: lat.phase });
+        for (const m of whole.matchAll(/M(\d{9,11}\.\d{6})/g)) {
+          // Only markers printed during a phase (not the output replayed on attach).
+          if (!lat.phase || Number(m[1]) * 1000 < lat.since) continue;
+          found.push({ t: Number(m[1]), phase: lat.phase });
+          if (lat.phase) lat.arrived[lat.phase].push(arrived - Number(m[1]) * 1000);
+        }
         write(data, () => { parsed.push(...found); cb?.(); });
       };
     }
   }, floodId);
 
+  // Where the page's main thread went in each phase (Chromium's counters, seconds busy).
+  const busy = {};
   const phase = async (name) => {
-    await page.evaluate((n) => { window.__latency.phase = n; }, name);
+    const m0 = await page.metrics();
+    await page.evaluate((n) => { window.__latency.phase = n; window.__latency.since = performance.timeOrigin + performance.now(); }, name);
     await new Promise((r) => setTimeout(r, seconds * 1000));
     await page.evaluate(() => { window.__latency.phase = null; });
+    const m1 = await page.metrics();
+    const d = (k) => ((m1[k] - m0[k]) / seconds * 100).toFixed(0);
+    busy[name] = `main thread busy ${d('TaskDuration')}%: script ${d('ScriptDuration')}%, layout ${d('LayoutDuration')}%, style ${d('RecalcStyleDuration')}%`;
   };
   await phase('quiet');
   const go = await agent(['send', '--keys', floodId, 'Enter']);
   if (go.code !== 0) throw new Error(`could not start the flood: ${go.stderr}`);
   await page.waitForFunction((key) => window.ptyvisorConsole.panes.get(key).text().includes('flood flood'), { timeout: 10_000 }, `live:${floodId}`);
   await phase('flood');
-  const result = await page.evaluate(() => ({ samples: window.__latency.samples, floodBytes: window.__latency.floodBytes }));
+  const result = await page.evaluate((key) => ({
+    samples: window.__latency.samples, arrived: window.__latency.arrived, floodBytes: window.__latency.floodBytes,
+    skipped: window.ptyvisorConsole.panes.get(key).skipped,
+  }), `live:${floodId}`);
   const version = await browser.version();
+  await page.close();
+
+  // The same with no browser: Node clients on the same WebSockets, the flood read as fast as
+  // it comes. What is left is the daemon and `ptyvisor web`; the rest above is the page's.
+  const direct = await nodeClients(ids, floodId);
 
   const stats = (xs) => {
     const s = [...xs].sort((a, b) => a - b);
@@ -99,11 +121,55 @@ try {
   };
   console.log(`console latency, PTY write -> drawn in the page (xterm.js onRender after the write callback)`);
   console.log(`commit ${commit}, ${version}, ${TERMINALS} terminals, ${TERMINALS - 1} printing a marker every ${intervalMs} ms, ${seconds} s per phase`);
-  console.log(`  quiet (no flood):         ${stats(result.samples.quiet)}`);
-  console.log(`  one terminal flooding:    ${stats(result.samples.flood)}`);
-  console.log(`  the flooding terminal was handed ${(result.floodBytes / seconds / 1e6).toFixed(2)} MB/s of \`yes\` meanwhile`);
+  console.log(`  quiet (no flood):       drawn   ${stats(result.samples.quiet)}`);
+  console.log(`                          arrived ${stats(result.arrived.quiet)}`);
+  console.log(`                          ${busy.quiet}`);
+  console.log(`  one terminal flooding:  drawn   ${stats(result.samples.flood)}`);
+  console.log(`                          arrived ${stats(result.arrived.flood)}`);
+  console.log(`                          ${busy.flood}`);
+  console.log(`  ("arrived": printed -> the page's WebSocket handler; "drawn": -> xterm.js rendered it)`);
+  console.log(`  no browser, Node WebSocket clients, one flooding: ${stats(direct.samples)}`);
+  console.log(`                          (the flood arrived at ${(direct.floodBytes / seconds / 1e6).toFixed(2)} MB/s)`);
+  console.log(`  the flooding terminal was handed ${(result.floodBytes / seconds / 1e6).toFixed(2)} MB/s of \`yes\` to draw, and skipped ${result.skipped} bytes`);
 } finally {
   await browser.close();
   for (const id of ids) await agent(['kill', id]);
   await web.stop();
+}
+
+// Phase 3: one WebSocket per session from Node, as the page opens them (token, same Origin).
+async function nodeClients(sessionIds, flood) {
+  const samples = [];
+  let floodBytes = 0;
+  let since = Infinity;
+  // One at a time, as a person opens panes: the daemon admits only a few connections of one
+  // process at once before their first request (max_unauthenticated_per_peer).
+  const sockets = [];
+  for (const id of sessionIds) sockets.push(await new Promise((resolve, reject) => {
+    const u = new URL(web.url);
+    const ws = new WebSocket(`ws://${u.host}/ws/terminal?id=${id}&token=${web.token}`, { origin: web.origin });
+    let partial = '';
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary) {
+        const m = JSON.parse(data.toString());
+        if (m.type === 'attached') resolve(ws);
+        else if (m.type === 'error') reject(new Error(`terminal ${id}: ${m.code}: ${m.message}`));
+        return;
+      }
+      if (id === flood) { if (Date.now() >= since) floodBytes += data.length; return; }
+      const arrived = performance.timeOrigin + performance.now();
+      const text = partial + data.toString('latin1');
+      const cut = text.lastIndexOf('\n');
+      partial = cut < 0 ? text.slice(-64) : text.slice(cut + 1);
+      for (const m of (cut < 0 ? '' : text.slice(0, cut)).matchAll(/M(\d{9,11}\.\d{6})/g)) {
+        if (Number(m[1]) * 1000 >= since) samples.push(arrived - Number(m[1]) * 1000);
+      }
+    });
+    ws.once('error', reject);
+    ws.once('close', (code) => reject(new Error(`terminal ${id}: closed (${code}) before attached`)));
+  }));
+  since = Date.now() + 1000;   // past the replay of recent output
+  await new Promise((r) => setTimeout(r, 1000 + seconds * 1000));
+  for (const ws of sockets) ws.close();
+  return { samples, floodBytes };
 }

@@ -47,7 +47,7 @@ export function startWeb(role, extraArgs = []) {
   const group = role === 'supervisor' ? env.supervisors : env.observers;
   const child = spawn('setpriv', ['--reuid=nobody', '--regid=nogroup', `--groups=${env.agent},${group}`, '--',
     'env', `PTYVISOR_SOCKET=${env.socket}`, 'HOME=/', `PATH=${SESSION_PATH}`,
-    env.bin, 'web', '--listen', '127.0.0.1:0', '--socket', env.socket, ...extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
+    (process.env.WEB_BIN ?? env.bin), 'web', '--listen', '127.0.0.1:0', '--socket', env.socket, ...extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
   const lines = createInterface({ input: child.stdout });
