@@ -1,10 +1,11 @@
-// libFuzzer target: the decoders of protocol versions 2 and 4 (protocol/session_payloads.h,
-// protocol/command_payloads.h) on
+// libFuzzer target: the decoders of protocol versions 2, 4 and 5 (protocol/session_payloads.h,
+// protocol/command_payloads.h, protocol/control_payloads.h) on
 // arbitrary bytes. The first byte picks the decoder, the rest is its input; the invariants
 // are payload_fuzz.h's (a refusal has a reason; what is accepted survives a round trip).
 // (Before payload_fuzz.h: its template names protocol::encode, and sees the overloads
 // declared before it.)
 #include "protocol/command_payloads.h"
+#include "protocol/control_payloads.h"
 #include "protocol/session_payloads.h"
 #include "payload_fuzz.h"
 
@@ -24,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint8_t which = data[0];
     ++data;
     --size;
-    switch (which % 20) {
+    switch (which % 25) {
         case 0: check(data, size, [](std::string_view t) { return decode_attach(t); }); break;
         case 1: check(data, size, [](std::string_view t) { return decode_attached(t); }); break;
         case 2: check(data, size, [](std::string_view t) { return decode_detached(t); }); break;
@@ -57,6 +58,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 17: check(data, size, [](std::string_view t) { return decode_watch(t); }); break;
         case 18: check(data, size, [](std::string_view t) { return decode_event(t); }); break;
         case 19: check(data, size, [](std::string_view t) { return decode_command_record(t); }); break;
+        // Version 5.
+        case 20: check(data, size, [](std::string_view t) { return decode_control(t); }); break;
+        case 21: check(data, size, [](std::string_view t) { return decode_controller(t); }); break;
+        case 22: check(data, size, [](std::string_view t) { return decode_refused(t); }); break;
+        case 23: check(data, size, [](std::string_view t) { return decode_recording(t); }); break;
+        case 24: check(data, size, [](std::string_view t) { return decode_cast(t); }); break;
     }
     return 0;
 }

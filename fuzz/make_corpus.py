@@ -202,6 +202,18 @@ session_seeds = {
     "event_end": (18, js({"event": "command_end", "offset": 50, "command": RECORD})),
     "event_input": (18, js({"event": "input", "offset": 50, "since_ms": 1700000000000})),
     "record": (19, js(RECORD)),
+    # Version 5.
+    "control": (20, js({"take": True})),
+    "controller": (21, js({"controller": "supervisor", "uid": 1001, "since": 1700000000000, "you": False})),
+    "refused": (22, js({"code": "held_by_supervisor", "message": "a person holds it", "what": "input", "count": 3})),
+    "recording": (23, js({"id": SID, "offset": 100, "max_bytes": 4096})),
+    "recording_path": (23, js({"id": "../../../etc/shadow"})),
+    "cast": (24, js({"id": SID, "offset": 0, "length": 10, "size": 500})),
+    "sessions_v5": (3, js({"sessions": [{"id": SID, "unit": "u", "argv": ["sh"], "cwd": "/", "state": "running",
+                                         "exit": None, "pid": 1, "start": 0, "offset": 5, "clients": 2,
+                                         "created": 1, "detached": True, "controller": "supervisor",
+                                         "controller_uid": 1001, "controller_since": 1700000000000,
+                                         "recording": True}], "role": "supervisor"})),
 }
 for name, (which, data) in session_seeds.items():
     write("fuzz_session_payloads", name, bytes([which]) + data)

@@ -9,6 +9,7 @@ packages=(
   libsystemd-dev                            # sd-event, sd-bus, sd-daemon, sd-journal
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   libre2-dev                                # WAIT for text: linear-time matching of patterns the agent sends
+  libboost-dev                              # ptyvisor web: Boost.Beast and Boost.Asio (HTTP, WebSocket), header-only
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   systemd dbus util-linux passwd procps     # the test harness boots a private systemd
   asciinema                                 # the recording test reads recordings with asciinema cat

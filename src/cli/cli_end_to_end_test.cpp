@@ -673,7 +673,7 @@ TEST(CliAttach, TheSessionsEndIsOurStatusAndATakeoverIsSaid) {
         peer.send(FrameType::Detached, protocol::encode(protocol::DetachedReply{0, "taken_over"}));
     });
     EXPECT_EQ(r.status, 0);
-    EXPECT_EQ(r.err, "ptyvisor: another client took over the session\n");
+    EXPECT_EQ(r.err, "ptyvisor: the session was taken over (by another client, or by a person who supervises it); it goes on\n");
 }
 
 TEST(CliAttach, BadOptionsAre255BeforeAnyConnection) {

@@ -206,7 +206,7 @@ private:
                  "behind); continuing from offset " + std::to_string(d.notice.offset));
     }
     void handle(client::Detached& d) {
-        conclude(0, d.reply.reason == "taken_over" ? "ptyvisor: another client took over the session" : "");
+        conclude(0, d.reply.reason == "taken_over" ? "ptyvisor: the session was taken over (by another client, or by a person who supervises it); it goes on" : "");
     }
     void handle(client::Exit& e) {
         if (mode(RelayMode::Follow)) return conclude(0, {});

@@ -185,6 +185,12 @@ std::string format_sessions(const std::vector<protocol::SessionInfo>& sessions, 
     return format_table(rows);
 }
 
+// Who writes to the terminal: nobody once it has exited, else a person holding it or the agent.
+nlohmann::json controller_json(const protocol::SessionInfo& s) {
+    if (s.state == protocol::State::Exited) return nullptr;
+    return s.held ? "supervisor" : "agent";
+}
+
 std::string sessions_json(const std::vector<protocol::SessionInfo>& sessions) {
     nlohmann::json array = nlohmann::json::array();
     for (const auto& s : sessions) {
@@ -203,7 +209,11 @@ std::string sessions_json(const std::vector<protocol::SessionInfo>& sessions) {
                          {"shell", s.shell ? nlohmann::json(*s.shell) : nlohmann::json(nullptr)},
                          {"at_prompt", s.at_prompt},
                          {"waiting_for_input", s.waiting_for_input},
-                         {"last_command", last_command_json(s.last_command)}});
+                         {"last_command", last_command_json(s.last_command)},
+                         {"controller", controller_json(s)},
+                         {"controller_uid", s.held && s.controller_uid ? nlohmann::json(*s.controller_uid) : nlohmann::json(nullptr)},
+                         {"controller_since", s.held && s.controller_since ? nlohmann::json(*s.controller_since) : nlohmann::json(nullptr)},
+                         {"recording", s.recording}});
     }
     return array.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -7,6 +7,7 @@
 #include <sys/time.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -171,7 +172,7 @@ bool Connection::start(const StartOptions& options, std::string& why) {
                              " bytes encoded, limit " + std::to_string(protocol::max_payload(FrameType::Start)) +
                              ")");
     mode_ = Mode::Session;
-    if (options.shell_integration) version_ = protocol::kVersion;
+    if (options.shell_integration) version_ = std::max(version_, kCommandsVersion);
     return send_start(payload, dir_fd, why);
 }
 
@@ -223,10 +224,29 @@ bool Connection::attach(const protocol::AttachRequest& request, std::string& why
     return true;
 }
 
-void Connection::queue_request(FrameType type, std::string_view payload, bool needs_version4) {
+void Connection::use_version(std::uint8_t version) {
+    if (mode_ != Mode::Idle) throw std::logic_error("ptyvisor: the version is chosen before the first request");
+    if (version < kVersionBeforeCommands || version > protocol::kVersion)
+        throw std::invalid_argument("ptyvisor: no such protocol version");
+    version_ = version;
+}
+
+void Connection::queue_control(bool take) {
+    require_session("CONTROL");
+    if (version_ < kControlVersion) throw std::logic_error("ptyvisor: CONTROL needs protocol version 5 (use_version)");
+    queue_frame(FrameType::Control, protocol::encode(protocol::ControlRequest{take}));
+}
+
+bool Connection::queue_recording(const protocol::RecordingRequest& request, std::string& why) {
+    if (!valid_id(request.id, why)) return false;
+    queue_request(FrameType::Recording, protocol::encode(request), kControlVersion);
+    return true;
+}
+
+void Connection::queue_request(FrameType type, std::string_view payload, std::uint8_t needs_version) {
     if (mode_ != Mode::Idle) throw std::logic_error("ptyvisor: a request must be the first one");
     mode_ = Mode::Request;
-    if (needs_version4) version_ = protocol::kVersion;
+    version_ = std::max(version_, needs_version);
     request_ = type;
     queue_frame(type, payload);
 }
@@ -243,7 +263,7 @@ bool Connection::queue_wait(const protocol::WaitRequest& request, std::string& w
     if (!valid_id(request.id, why)) return false;
     using For = protocol::WaitRequest::For;
     const bool needs_version4 = request.what == For::Command || request.what == For::Prompt || request.what == For::Input;
-    queue_request(FrameType::Wait, protocol::encode(request), needs_version4);
+    queue_request(FrameType::Wait, protocol::encode(request), needs_version4 ? kCommandsVersion : 0);
     return true;
 }
 
@@ -280,13 +300,13 @@ bool Connection::queue_exec(const protocol::ExecRequest& request, std::string& w
         why = "EXEC's timeout is 1 to " + std::to_string(protocol::kMaxWaitMs) + " ms";
         return false;
     }
-    queue_request(FrameType::Exec, protocol::encode(request), true);
+    queue_request(FrameType::Exec, protocol::encode(request), kCommandsVersion);
     return true;
 }
 
 bool Connection::queue_commands(const protocol::CommandsRequest& request, std::string& why) {
     if (!valid_id(request.id, why)) return false;
-    queue_request(FrameType::Commands, protocol::encode(request), true);
+    queue_request(FrameType::Commands, protocol::encode(request), kCommandsVersion);
     return true;
 }
 
@@ -401,16 +421,24 @@ void Connection::handle_reply(protocol::Frame& frame, std::vector<Event>& events
                           : request_ == FrameType::Snapshot ? FrameType::Screen
                           : request_ == FrameType::Exec ? FrameType::Executed
                           : request_ == FrameType::Commands ? FrameType::CommandList
+                          : request_ == FrameType::Recording ? FrameType::Cast
                                                         : FrameType::Start;
     if (mode_ != Mode::Request || frame.type != expected || log_seen_)
         return violation("the daemon sent an unexpected " + name + " frame", events);
     const auto bad = [&](const std::string& why) { violation("bad " + name + " payload: " + why, events); };
     switch (frame.type) {
         case FrameType::Sessions: {
-            auto d = protocol::decode_sessions(frame.text());
+            auto d = protocol::decode_sessions_reply(frame.text());
             if (!d) return bad(d.error);
-            events.emplace_back(Sessions{std::move(*d.value)});
+            events.emplace_back(Sessions{std::move(d.value->sessions), d.value->role.value_or("")});
             break;
+        }
+        case FrameType::Cast: {
+            auto d = protocol::decode_cast(frame.text());
+            if (!d) return bad(d.error);
+            log_seen_ = true;  // its bytes follow, then the close
+            events.emplace_back(Cast{std::move(*d.value)});
+            return;
         }
         case FrameType::Log: {
             auto d = protocol::decode_log(frame.text());
@@ -488,7 +516,7 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
             return;
         }
         case FrameType::Output:
-            if (mode_ == Mode::Request && request_ == FrameType::Read && log_seen_) {
+            if (mode_ == Mode::Request && (request_ == FrameType::Read || request_ == FrameType::Recording) && log_seen_) {
                 events.emplace_back(Output{std::move(frame.payload)});
                 return;
             }
@@ -500,6 +528,20 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
             auto d = protocol::decode_dropped(frame.text());
             if (!d) return violation("bad DROPPED payload: " + d.error, events);
             events.emplace_back(Dropped{*d.value});
+            return;
+        }
+        case FrameType::Controller: {
+            if (mode_ != Mode::Session || !started_) break;
+            auto d = protocol::decode_controller(frame.text());
+            if (!d) return violation("bad CONTROLLER payload: " + d.error, events);
+            events.emplace_back(ControllerChanged{*d.value});
+            return;
+        }
+        case FrameType::Refused: {
+            if (mode_ != Mode::Session || !started_) break;
+            auto d = protocol::decode_refused(frame.text());
+            if (!d) return violation("bad REFUSED payload: " + d.error, events);
+            events.emplace_back(Refused{std::move(*d.value)});
             return;
         }
         case FrameType::Detached: {
@@ -517,7 +559,8 @@ void Connection::handle_frame(protocol::Frame& frame, std::vector<Event>& events
         case FrameType::Sent:
         case FrameType::Screen:
         case FrameType::Executed:
-        case FrameType::CommandList: return handle_reply(frame, events);
+        case FrameType::CommandList:
+        case FrameType::Cast: return handle_reply(frame, events);
         case FrameType::Exit: {
             if (mode_ != Mode::Session || !started_) break;
             auto d = protocol::decode_exit(frame.text());

@@ -16,8 +16,9 @@
 //   - Frames leave in the order they were queued; an INPUT never exceeds kMaxIoPayloadSize.
 //   - Every frame of a connection carries one version: 4 when its first request needs
 //     version 4 (EXEC, COMMANDS, a WAIT for a command, a prompt or input, a START with
-//     shell_integration), else 3, so that a daemon of version 3 still serves everything it
-//     knows. A daemon older than a version-4 request answers ERROR unsupported_version.
+//     shell_integration), 5 when the caller asked for it (use_version) or the request needs
+//     it (RECORDING), else 3, so that a daemon of version 3 still serves everything it
+//     knows. A daemon older than a request's version answers ERROR unsupported_version.
 //   - Nothing the daemon sends can crash the client or leak a descriptor: descriptors it
 //     sends are closed at once, and anything off-protocol becomes one ProtocolViolation.
 //   - Memory: the outgoing queue grows only as the caller queues; callers stop producing
@@ -72,6 +73,11 @@ public:
     // is dropped and this succeeds: read_events() then reports the daemon's ERROR or Closed.
     bool start(const StartOptions& options, std::string& why);
 
+    // Speaks protocol `version` (at least what the first request needs; 3 to 5) from the first
+    // request on. Version 5 makes an attached connection hear who holds the terminal
+    // (ControllerChanged) and why its input was not carried out (Refused).
+    void use_version(std::uint8_t version);
+
     // Queues STATUS_REQUEST. Must be the first request.
     void queue_status_request();
 
@@ -93,6 +99,12 @@ public:
     bool queue_exec(const protocol::ExecRequest& request, std::string& why);
     // COMMANDS: session `id`'s command records; the reply is a CommandList event.
     bool queue_commands(const protocol::CommandsRequest& request, std::string& why);
+    // Version 5. CONTROL on an attached connection (a supervisor's): take the terminal from the
+    // agent, or hand it back; the daemon answers with a ControllerChanged (or Refused).
+    void queue_control(bool take);
+    // RECORDING: part of session `id`'s asciicast file; a Cast event, its bytes as Output, then
+    // Closed.
+    bool queue_recording(const protocol::RecordingRequest& request, std::string& why);
     // DETACH: leave the session this connection started or attached to; it goes on.
     void queue_detach();
 
@@ -131,7 +143,7 @@ private:
     bool send_start(const std::string& payload, int directory_fd, std::string& why);
     void handle_frame(protocol::Frame& frame, std::vector<Event>& events);
     void handle_reply(protocol::Frame& frame, std::vector<Event>& events);
-    void queue_request(protocol::FrameType type, std::string_view payload, bool needs_version4 = false);
+    void queue_request(protocol::FrameType type, std::string_view payload, std::uint8_t needs_version = 0);
     void violation(std::string message, std::vector<Event>& events);
 
     UniqueFd socket_;
@@ -142,10 +154,12 @@ private:
     std::vector<std::uint8_t> read_buffer_;
     bool started_ = false;     // STARTED or ATTACHED seen
     protocol::FrameType request_ = protocol::FrameType::Start;  // Mode::Request: what was asked
-    bool log_seen_ = false;    // READ: LOG seen, its bytes follow
+    bool log_seen_ = false;    // READ: LOG seen (RECORDING: CAST seen), its bytes follow
     bool replied_ = false;     // EXIT, ERROR or STATUS seen: nothing may follow
     std::uint8_t version_ = kVersionBeforeCommands;  // of every frame; fixed by the first request
     static constexpr std::uint8_t kVersionBeforeCommands = 3;
+    static constexpr std::uint8_t kCommandsVersion = 4;
+    static constexpr std::uint8_t kControlVersion = 5;
     bool finished_ = false;
 };
 

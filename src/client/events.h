@@ -17,6 +17,7 @@
 #include "protocol/screen_payloads.h"
 
 #include "protocol/payloads.h"
+#include "protocol/control_payloads.h"
 #include "protocol/session_payloads.h"
 
 namespace ptyvisor::client {
@@ -44,6 +45,7 @@ struct Dropped {
 };
 struct Sessions {
     std::vector<protocol::SessionInfo> sessions;
+    std::string role;  // version 5: "agent", "observer", "supervisor" or "root"; else empty
     bool operator==(const Sessions&) const = default;
 };
 struct Log {
@@ -77,6 +79,22 @@ struct Executed {
 struct CommandList {
     protocol::CommandListReply reply;
     bool operator==(const CommandList&) const = default;
+};
+
+// Version 5: CONTROLLER (who holds the terminal now), REFUSED (an INPUT or RESIZE of this
+// controller was not carried out: a person holds the terminal), CAST (the reply to
+// RECORDING; `reply.length` bytes follow as Output).
+struct ControllerChanged {
+    protocol::ControllerNotice notice;
+    bool operator==(const ControllerChanged&) const = default;
+};
+struct Refused {
+    protocol::RefusedNotice notice;
+    bool operator==(const Refused&) const = default;
+};
+struct Cast {
+    protocol::CastReply reply;
+    bool operator==(const Cast&) const = default;
 };
 
 // OUTPUT: bytes the command wrote to its terminal, in order.
@@ -117,7 +135,8 @@ struct ProtocolViolation {
 };
 
 using Event = std::variant<Started, Output, Exit, Error, Status, Closed, ProtocolViolation, Attached, Detached,
-                           Dropped, Sessions, Log, Waited, Killed, Sent, Screen, Executed, CommandList>;
+                           Dropped, Sessions, Log, Waited, Killed, Sent, Screen, Executed, CommandList,
+                           ControllerChanged, Refused, Cast>;
 
 // True for the events after which read_events() reports nothing more.
 inline bool is_final(const Event& e) {

@@ -29,6 +29,8 @@ enum class ErrorCode {
     SessionEnded,        // the session has exited: it takes no input or signal
     // Version 4.
     NoShellIntegration,  // the session's shell reports no commands (no OSC 133 marks)
+    // Version 5.
+    HeldBySupervisor,    // a person holds the terminal: the agent's input waits
 };
 
 std::string_view to_string(ErrorCode code);

@@ -76,6 +76,12 @@ enum class FrameType : std::uint8_t {
     Executed = 32,      // server -> client, JSON, last frame
     Watch = 33,         // client -> server, JSON: subscribe to a session's events
     Event = 34,         // server -> client, JSON, one per event; the "exit" event is the last frame
+    // Version 5.
+    Control = 35,       // client -> server, JSON: a person takes or hands back the terminal
+    Controller = 36,    // server -> client, JSON: who holds the terminal now (not a last frame)
+    Refused = 37,       // server -> client, JSON: an INPUT or RESIZE was refused (not a last frame)
+    Recording = 38,     // client -> server, JSON: a session's asciicast recording
+    Cast = 39,          // server -> client, JSON; `length` bytes of OUTPUT follow, then close
 };
 
 // The description of a frame type of this protocol (a FrameType enumerator).

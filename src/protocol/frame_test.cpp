@@ -73,7 +73,12 @@ std::string sample_payload(FrameType type) {
         case FrameType::Screen:
         case FrameType::CommandList:
         case FrameType::Executed:
-        case FrameType::Event: return R"({"offset":0})";
+        case FrameType::Event:
+        case FrameType::Controller:
+        case FrameType::Refused:
+        case FrameType::Cast: return R"({"offset":0})";
+        case FrameType::Control: return R"({"take":true})";
+        case FrameType::Recording:
         case FrameType::Snapshot:
         case FrameType::Commands:
         case FrameType::Watch: return R"({"id":"0123456789abcdef0123456789abcdef"})";

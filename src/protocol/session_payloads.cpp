@@ -66,6 +66,25 @@ json exit_json(const std::optional<ExitStatus>& exit) { return exit ? json::pars
 
 json size_json(const WindowSize& s) { return {{"cols", s.cols}, {"rows", s.rows}}; }
 
+// Version 5: "controller" is "supervisor" (with who and since when) while a person holds the
+// terminal; absent, or "agent", otherwise.
+bool read_controller(Reader& r, bool& held, std::optional<std::int64_t>& uid, std::optional<std::int64_t>& since) {
+    std::string controller;
+    if (!r.str("controller", controller, 16, false)) return false;
+    held = controller == "supervisor";
+    if (!held) return true;
+    std::int64_t id = 0, ms = 0;
+    if (r.find("controller_uid", false)) {
+        if (!r.i64("controller_uid", id)) return false;
+        uid = id;
+    }
+    if (r.find("controller_since", false)) {
+        if (!r.i64("controller_since", ms)) return false;
+        since = ms;
+    }
+    return true;
+}
+
 // Decodes `text` as an object of at most `depth` nested levels and reads it with `read`.
 template <class T, class F>
 Decoded<T> decode_with(std::string_view text, int depth, F read) {
@@ -104,9 +123,16 @@ std::string encode(const AttachRequest& v) {
 }
 
 std::string encode(const AttachedReply& v) {
-    return dump({{"id", v.id}, {"unit", v.unit}, {"pid", v.pid}, {"role", v.observe ? "observer" : "controller"},
-                 {"start", v.start}, {"end", v.end}, {"offset", v.offset}, {"state", to_string(v.state)},
-                 {"size", size_json(v.size)}});
+    json j{{"id", v.id}, {"unit", v.unit}, {"pid", v.pid}, {"role", v.observe ? "observer" : "controller"},
+           {"start", v.start}, {"end", v.end}, {"offset", v.offset}, {"state", to_string(v.state)},
+           {"size", size_json(v.size)}};
+    if (v.may_control) j["may_control"] = true;
+    if (v.held) {
+        j["controller"] = "supervisor";
+        if (v.controller_uid) j["controller_uid"] = *v.controller_uid;
+        if (v.controller_since) j["controller_since"] = *v.controller_since;
+    }
+    return dump(j);
 }
 
 std::string encode(const DetachedReply& v) { return dump({{"offset", v.offset}, {"reason", v.reason}}); }
@@ -132,6 +158,12 @@ std::string session_entry(std::string_view fixed_fields, const SessionInfo& v) {
     if (v.waiting_for_input) j["waiting_for_input"] = true;
     if (v.waiting_since) j["waiting_since"] = *v.waiting_since;
     if (v.last_command) j["last_command"] = json::parse(encode(*v.last_command));
+    if (v.held) {
+        j["controller"] = "supervisor";
+        if (v.controller_uid) j["controller_uid"] = *v.controller_uid;
+        if (v.controller_since) j["controller_since"] = *v.controller_since;
+    }
+    if (v.recording) j["recording"] = true;
     const std::string changing = dump(j);
     // Two non-empty objects "{a}" and "{b}" become "{a,b}".
     std::string entry;
@@ -142,7 +174,8 @@ std::string session_entry(std::string_view fixed_fields, const SessionInfo& v) {
     return entry;
 }
 
-std::string encode_sessions(const std::vector<std::string>& entries, bool truncated) {
+std::string encode_sessions(const std::vector<std::string>& entries, bool truncated,
+                            const std::optional<std::string>& role) {
     std::size_t size = 32;
     for (const auto& e : entries) size += e.size() + 1;
     std::string out;
@@ -152,7 +185,9 @@ std::string encode_sessions(const std::vector<std::string>& entries, bool trunca
         if (i) out.push_back(',');
         out.append(entries[i]);
     }
-    out.append(truncated ? R"(],"truncated":true})" : "]}");
+    out.append(truncated ? R"(],"truncated":true)" : "]");
+    if (role) out.append(R"(,"role":)").append(dump(json(*role)));
+    out.push_back('}');
     return out;
 }
 
@@ -245,7 +280,9 @@ Decoded<AttachedReply> decode_attached(std::string_view text) {
             if (!s.u64("cols", cols, 0xffff) || !s.u64("rows", rows, 0xffff)) return false;
             v.size = {static_cast<std::uint16_t>(rows), static_cast<std::uint16_t>(cols)};
         }
-        return true;
+        // Version 5's members, absent from older daemons' replies.
+        if (!r.boolean("may_control", v.may_control, false)) return false;
+        return read_controller(r, v.held, v.controller_uid, v.controller_since);
     });
 }
 
@@ -256,7 +293,20 @@ Decoded<DetachedReply> decode_detached(std::string_view text) {
 }
 
 Decoded<std::vector<SessionInfo>> decode_sessions(std::string_view text) {
-    return decode_with<std::vector<SessionInfo>>(text, 3, [](Reader& r, std::vector<SessionInfo>& out) {
+    auto reply = decode_sessions_reply(text);
+    if (!reply) return Decoded<std::vector<SessionInfo>>::fail(reply.error);
+    return {std::move(reply.value->sessions), {}};
+}
+
+Decoded<SessionsReply> decode_sessions_reply(std::string_view text) {
+    return decode_with<SessionsReply>(text, 3, [](Reader& r, SessionsReply& reply) {
+        auto& out = reply.sessions;
+        if (!r.boolean("truncated", reply.truncated, false)) return false;
+        if (r.find("role", false)) {
+            std::string role;
+            if (!r.str("role", role, 16)) return false;
+            reply.role = std::move(role);
+        }
         const json* list = r.find("sessions", true);
         if (!list) return false;
         if (!list->is_array()) return r.fail("sessions", "must be an array");
@@ -286,6 +336,9 @@ Decoded<std::vector<SessionInfo>> decode_sessions(std::string_view text) {
                 if (!decoded) return s.fail("last_command", "is not a command record");
                 v.last_command = std::move(*decoded.value);
             }
+            if (!read_controller(s, v.held, v.controller_uid, v.controller_since) ||
+                !s.boolean("recording", v.recording, false))
+                return false;
             const json* argv = s.find("argv", true);
             if (!argv || !argv->is_array()) return s.fail("argv", "must be an array of strings");
             for (const json& a : *argv) {

@@ -56,6 +56,11 @@ struct AttachedReply {
     std::uint64_t offset = 0;  // where the OUTPUT that follows begins
     State state = State::Running;
     WindowSize size;
+    // Version 5's members (docs/protocol.md, 12), sent in every version.
+    bool may_control = false;  // this requester may take the terminal (a supervisor, root)
+    bool held = false;         // a person holds the terminal now
+    std::optional<std::int64_t> controller_uid{};
+    std::optional<std::int64_t> controller_since{};  // Unix ms
     bool operator==(const AttachedReply&) const = default;
 };
 
@@ -84,7 +89,19 @@ struct SessionInfo {
     bool waiting_for_input = false;
     std::optional<std::int64_t> waiting_since;  // Unix ms
     std::optional<CommandRecord> last_command;
+    // Version 5's members (docs/protocol.md, 12), sent in every version, only when true/held.
+    bool held = false;  // a person holds the terminal ("controller": "supervisor")
+    std::optional<std::int64_t> controller_uid{};
+    std::optional<std::int64_t> controller_since{};  // Unix ms
+    bool recording = false;  // the daemon keeps an asciicast recording of it (RECORDING)
     bool operator==(const SessionInfo&) const = default;
+};
+
+// SESSIONS as a whole: the entries, and (version 5) what the requester may do.
+struct SessionsReply {
+    std::vector<SessionInfo> sessions;
+    bool truncated = false;
+    std::optional<std::string> role;  // "agent", "observer", "supervisor" or "root"
 };
 
 struct ReadRequest {
@@ -170,7 +187,8 @@ std::string encode(const std::vector<SessionInfo>& v, bool truncated = false);
 // session_fixed_fields() is a JSON object; session_entry() adds the changing fields to it.
 std::string session_fixed_fields(const SessionInfo& v);
 std::string session_entry(std::string_view fixed_fields, const SessionInfo& v);
-std::string encode_sessions(const std::vector<std::string>& entries, bool truncated);
+std::string encode_sessions(const std::vector<std::string>& entries, bool truncated,
+                            const std::optional<std::string>& role = std::nullopt);
 std::string encode(const ReadRequest& v);
 std::string encode(const LogReply& v);
 std::string encode(const WaitRequest& v);
@@ -185,6 +203,7 @@ Decoded<AttachRequest> decode_attach(std::string_view json);
 Decoded<AttachedReply> decode_attached(std::string_view json);
 Decoded<DetachedReply> decode_detached(std::string_view json);
 Decoded<std::vector<SessionInfo>> decode_sessions(std::string_view json);
+Decoded<SessionsReply> decode_sessions_reply(std::string_view json);
 Decoded<ReadRequest> decode_read(std::string_view json);
 Decoded<LogReply> decode_log(std::string_view json);
 Decoded<WaitRequest> decode_wait(std::string_view json);

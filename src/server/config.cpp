@@ -152,7 +152,7 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
     if (!parse_toml_file(path, root, why)) return false;
     Reader r(path, root);
     r.only(root, {"user", "socket", "backend", "allow_units", "unit_prefix", "state_directory",
-                  "observer_group", "limits", "timeouts", "recording", "session", "screen"});
+                  "observer_group", "supervisor_group", "limits", "timeouts", "recording", "session", "screen"});
     r.string(root, "user", c.user);
     r.string(root, "socket", c.socket);
     r.string(root, "backend", c.backend);
@@ -160,6 +160,7 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
     r.string(root, "unit_prefix", c.unit_prefix);
     r.string(root, "state_directory", c.state_directory);
     r.string(root, "observer_group", c.observer_group);
+    r.string(root, "supervisor_group", c.supervisor_group);
     if (const auto* t = subtable(r, root, "limits")) {
         r.only(*t, {"max_sessions", "max_unauthenticated", "max_unauthenticated_per_peer",
                     "admissions_per_minute", "socket_buffer_bytes", "held_input_bytes",

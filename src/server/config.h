@@ -67,6 +67,7 @@ struct Config {
     std::string unit_prefix = "ptyvisor";
     std::string state_directory = "/run/ptyvisor";
     std::string observer_group;  // its members may observe sessions (and root); empty: root only
+    std::string supervisor_group;  // its members may observe and take the terminal (and root)
     Limits limits;
     Timeouts timeouts;
     Recording recording;

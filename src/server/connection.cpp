@@ -128,7 +128,7 @@ void Connection::enter(Stage next) {
 // controller's input as it may (backpressure).
 bool Connection::reading() const {
     if (awaiting_answer() || last_frame_queued() || transport_.eof()) return false;
-    return !(session_ && role_ == Role::Controller && session_->input_full());
+    return !(session_ && (role_ == Role::Controller || session_->held_by(this)) && session_->input_full());
 }
 
 ClientTransport::Handler::Watch Connection::watch() const {
@@ -206,6 +206,7 @@ void Connection::handle_frame(protocol::Frame& frame) {
         case FrameType::Commands: return handle_commands(frame);
         case FrameType::Exec: return handle_exec(frame);
         case FrameType::Watch: return handle_watch(frame);
+        case FrameType::Recording: return handle_recording(frame);
         default:
             return send_error(ErrorCode::UnexpectedFrame,
                               "expected START, got " + std::string(protocol::to_string(frame.type)));
@@ -285,14 +286,19 @@ void Connection::handle_relay_frame(protocol::Frame& frame) {
     if (!session_ || session_->state() == Session::State::Ended || session_->state() == Session::State::Ending)
         return;  // the session is over; late frames are dropped
     if (frame.type == FrameType::Detach) return handle_detach();
+    if (frame.type == FrameType::Control) return handle_control(frame);
     const bool control = frame.type == FrameType::Input || frame.type == FrameType::Resize ||
                          frame.type == FrameType::Signal || frame.type == FrameType::Stop;
     if (!control)
         return send_error(ErrorCode::UnexpectedFrame,
                           std::string(protocol::to_string(frame.type)) + " is not allowed in a session");
-    if (role_ != Role::Controller)
+    // A person holding the terminal types and resizes; the agent's controller then may not.
+    const bool typing = frame.type == FrameType::Input || frame.type == FrameType::Resize;
+    const bool holds = typing && session_->held_by(this);
+    if (role_ != Role::Controller && !holds)
         return send_error(ErrorCode::NotAllowed, "an observer only reads; " + std::string(protocol::to_string(frame.type)) +
                                                      " is for the controller");
+    if (typing && !holds && session_->holder()) return refuse_relay(frame.type);
     switch (frame.type) {
         case FrameType::Input:
             session_->write_input(frame.payload);

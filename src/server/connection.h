@@ -121,6 +121,8 @@ public:
     void session_input_room() override;
     void session_gone() override;
     void session_taken_over() override;
+    void control_changed() override;
+    [[nodiscard]] int protocol_version() const override { return version_; }
     [[nodiscard]] std::uint64_t cursor() const override { return cursor_; }
     [[nodiscard]] bool has_terminal() const override { return terminal_; }
 
@@ -169,6 +171,15 @@ private:
     void handle_kill(const protocol::Frame& frame);
     void handle_send(const protocol::Frame& frame);
     void handle_snapshot(const protocol::Frame& frame);  // connection_screen.cpp
+    // Version 5 (connection_control.cpp): a person at the wheel, and recordings.
+    [[nodiscard]] std::string_view role_name(Access access) const;
+    void refuse_held(const Session& session);  // ERROR held_by_supervisor (busy before version 5)
+    void handle_control(const protocol::Frame& frame);
+    void refuse_relay(protocol::FrameType type);  // REFUSED, at most once a second, counted
+    void tell_refused(protocol::FrameType type);
+    void push_refused_count();
+    void push_controller();
+    void handle_recording(const protocol::Frame& frame);
     // Version 4 (connection_commands.cpp).
     void handle_commands(const protocol::Frame& frame);
     void handle_exec(const protocol::Frame& frame);
@@ -241,6 +252,9 @@ private:
     // The session this connection is attached to, in its role; null once it has gone.
     Session* session_ = nullptr;
     Role role_ = Role::Observer;
+    bool may_hold_ = false;                 // a supervisor attached: CONTROL may take the terminal
+    std::uint64_t refused_pending_ = 0;     // the agent's frames refused since the last REFUSED
+    std::uint64_t refused_told_usec_ = 0;   // when the last REFUSED went (CLOCK_MONOTONIC)
     std::uint64_t cursor_ = 0;     // the next log offset to send
     bool relaying_ = false;        // STARTED or ATTACHED is queued: OUTPUT may follow
     bool discard_output_ = false;  // a stalled client: what it did not take is dropped

@@ -73,6 +73,7 @@ void Connection::handle_exec(const protocol::Frame& frame) {
         return send_error(ErrorCode::NoShellIntegration,
                           "the session's shell reports no commands: start it with shell integration");
     if (session->exec_running()) return send_error(ErrorCode::Busy, "another EXEC runs in this session");
+    if (session->holder()) return refuse_held(*session);
     if (!session->has_reader_room())
         return send_error(ErrorCode::Busy, "the session has " + std::to_string(Session::kMaxReaders) + " readers already");
     exec_ = std::make_unique<ExecRun>();
@@ -104,6 +105,8 @@ void Connection::check_exec() {
     }
     if (!run.typed) {
         if (session.state() != Session::State::Running || !commands.at_prompt() || commands.current()) return;
+        // A person holds the terminal: the line waits for it to be handed back (or the timeout).
+        if (session.holder()) return;
         run.typed = true;
         run.seq_before = commands.newest_seq();
         std::string line = run.request.command;
@@ -125,7 +128,7 @@ void Connection::check_exec() {
 void Connection::exec_timed_out() {
     if (!exec_ || !session_) return;
     auto& run = *exec_;
-    if (run.request.interrupt && run.typed && !run.interrupting) {
+    if (run.request.interrupt && run.typed && !run.interrupting && !session_->holder()) {
         run.interrupting = true;
         const std::uint8_t ctrl_c = 0x03;
         session_->write_input({&ctrl_c, 1});

@@ -51,6 +51,7 @@ Access Connection::access() {
                         server_.backend().check_peer(peer_.view(), why) == backends::PeerVerdict::Allowed;
     }
     who.in_observer_group = server_.in_observer_group(peer_);
+    who.in_supervisor_group = server_.in_supervisor_group(peer_);
     return access_of(who);
 }
 
@@ -67,31 +68,53 @@ void Connection::handle_attach(const protocol::Frame& frame) {
     const auto& r = *request.value;
     Session* session = find_session(r.id, Request::List);
     if (!session) return;
-    const Role wanted = r.observe ? Role::Observer : Role::Controller;
-    switch (decide_attach(access(), wanted, session->controller() != nullptr, r.takeover)) {
+    Role wanted = r.observe ? Role::Observer : Role::Controller;
+    const Access access = this->access();
+    bool holding = false;
+    switch (decide_attach(access, wanted, session->controller() != nullptr, r.takeover)) {
         case AttachDecision::NotAllowed: return send_error(ErrorCode::NotAllowed, "only the agent may control a session");
         case AttachDecision::Busy:
             return send_error(ErrorCode::Busy, "a controller is attached; attach with takeover to take its place");
+        case AttachDecision::AttachHolding:
+            // A person: a reader that holds the terminal (session.h, Holder).
+            wanted = Role::Observer;
+            holding = true;
+            break;
         case AttachDecision::Attach:
         case AttachDecision::AttachTakingOver: break;
     }
+    // The agent's client that cannot hear that a person holds the terminal waits for it.
+    if (wanted == Role::Controller && session->holder() && version_ < 5) return refuse_held(*session);
+    if (holding && session->state() != Session::State::Running)
+        return send_error(ErrorCode::SessionEnded, "the session has exited");
+    if (std::string why; holding && !session->may_hold(why)) return send_error(ErrorCode::Busy, why);
     if (wanted == Role::Observer && !session->has_reader_room())
         return send_error(ErrorCode::Busy, "the session has " + std::to_string(Session::kMaxReaders) + " readers already");
     leave_handshake();
     handshake_timer_.reset();
     session_ = session;
     role_ = wanted;
+    may_hold_ = access == Access::Supervise;
     set_terminal(r.terminal);
     const OutputLog& log = session->log();
     cursor_ = resolve(r.from, log);
     session->attach(this, wanted);
     enter(Stage::Relay);
+    // Before relaying_: ATTACHED says that this connection holds it, and comes first.
+    if (holding) session->hold(this, peer_.cred.uid);
     relaying_ = true;
-    protocol::AttachedReply reply{session->id(), session->unit(), session->main_pid(), r.observe,
+    // A person holding the terminal asked to control it: "controller" is what it is now.
+    protocol::AttachedReply reply{session->id(), session->unit(), session->main_pid(), wanted == Role::Observer && !holding,
                                   log.start(), log.end(), cursor_, wire_state(*session), session->size()};
+    reply.may_control = may_hold_;
+    if (const auto* h = session->holder()) {
+        reply.held = true;
+        reply.controller_uid = h->uid;
+        reply.controller_since = h->since_ms;
+    }
     transport_.queue().push(FrameType::Attached, protocol::encode(reply));
     log_info("client attached", {{"UNIT", session->unit()}, {"PEER_PID", std::to_string(peer_pid())},
-                                 {"ROLE", r.observe ? "observer" : "controller"}});
+                                 {"ROLE", holding ? "supervisor" : wanted == Role::Observer ? "observer" : "controller"}});
     flush_output();
 }
 
@@ -112,6 +135,12 @@ void Connection::handle_list() {
         changing.shell = s->shell();
         changing.at_prompt = s->commands().at_prompt();
         changing.last_command = s->commands().last();
+        if (const auto* h = s->holder()) {
+            changing.held = true;
+            changing.controller_uid = h->uid;
+            changing.controller_since = h->since_ms;
+        }
+        changing.recording = s->recorded();
         // Probed for this reply (input_watch.h): LIST is one of the times someone asks.
         if (Session* probed = server_.sessions().find(s->id()); probed && s->state() == Session::State::Running) {
             probed->input_watch().probe_now();
@@ -131,7 +160,9 @@ void Connection::handle_list() {
         truncated = true;
     }
     entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(drop));
-    const std::string text = protocol::encode_sessions(entries, truncated);
+    std::optional<std::string> role;
+    if (version_ >= 5) role = std::string(role_name(access()));
+    const std::string text = protocol::encode_sessions(entries, truncated, role);
     if (!reserve_reply(text.size()))
         return send_error(ErrorCode::Busy, "too many replies are waiting for their clients to read them; try again");
     reply(FrameType::Sessions, text);
@@ -275,6 +306,7 @@ void Connection::handle_send(const protocol::Frame& frame) {
     if (!session) return;
     if (session->state() == Session::State::Ended || session->state() == Session::State::Ending)
         return send_error(ErrorCode::SessionEnded, "the session has exited");
+    if (session->holder()) return refuse_held(*session);
     if (session->input_full()) return send_error(ErrorCode::Busy, "the session's input is full; try again");
     session->write_input(request.value->input);
     reply(FrameType::Sent, protocol::encode(protocol::SentReply{request.value->input.size()}));

@@ -306,4 +306,10 @@ std::int64_t recordings_size(int directory) {
     return total;
 }
 
+UniqueFd Recordings::open_for_reading(const std::string& id) const {
+    if (!directory_.valid() || id.empty() || id.find('/') != std::string::npos || id[0] == '.') return {};
+    const std::string name = id + ".cast";
+    return UniqueFd(::openat(directory_.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+}
+
 }  // namespace ptyvisor::server

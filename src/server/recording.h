@@ -154,6 +154,9 @@ public:
     // when they may.
     bool room(std::size_t bytes, std::string& why);
     [[nodiscard]] std::uint64_t total_bytes() const { return total_; }
+    // The recording of session `id` (32 hex digits), opened for reading; invalid when there is
+    // none (or recording is off).
+    [[nodiscard]] UniqueFd open_for_reading(const std::string& id) const;
     static constexpr std::uint64_t kFreeCheckBytes = 1 << 20;
 
 private:

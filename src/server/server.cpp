@@ -88,9 +88,12 @@ Server::Server(Config config, backends::Account account, std::unique_ptr<backend
       worker_(event, {account_.uid, account_.gid, account_.groups}),
       recordings_(config_.recording, event),
       terminal_group_(server::terminal_group(account_.gid)),
-      observer_group_(config_.observer_group.empty() ? std::nullopt : group_id(config_.observer_group)) {
+      observer_group_(config_.observer_group.empty() ? std::nullopt : group_id(config_.observer_group)),
+      supervisor_group_(config_.supervisor_group.empty() ? std::nullopt : group_id(config_.supervisor_group)) {
     if (!config_.observer_group.empty() && !observer_group_)
         log_warning("observer group not found; only root may observe", {{"GROUP", config_.observer_group}});
+    if (!config_.supervisor_group.empty() && !supervisor_group_)
+        log_warning("supervisor group not found; only root may supervise", {{"GROUP", config_.supervisor_group}});
     session_context_.event = event_;
     session_context_.config = &config_;
     session_context_.agent_uid = account_.uid;
@@ -101,13 +104,16 @@ Server::Server(Config config, backends::Account account, std::unique_ptr<backend
     session_context_.screens = &screens_;
 }
 
-bool Server::in_observer_group(const PeerIdentity& peer) const {
-    if (!observer_group_ || peer.cred.uid == 0) return false;
-    if (peer.cred.gid == *observer_group_) return true;
+bool Server::in_observer_group(const PeerIdentity& peer) const { return in_group(peer, observer_group_); }
+bool Server::in_supervisor_group(const PeerIdentity& peer) const { return in_group(peer, supervisor_group_); }
+
+bool Server::in_group(const PeerIdentity& peer, const std::optional<gid_t>& group) {
+    if (!group || peer.cred.uid == 0) return false;
+    if (peer.cred.gid == *group) return true;
     // The supplementary groups, read from /proc and confirmed by the pidfd to be the peer's.
     const auto status = read_small_file("/proc/" + std::to_string(peer.cred.pid) + "/status");
     if (!status || !pidfd_alive(peer.pidfd.get())) return false;
-    return has_supplementary_group(*status, *observer_group_);
+    return has_supplementary_group(*status, *group);
 }
 
 Server::~Server() {
@@ -307,8 +313,9 @@ void Server::accept_one(UniqueFd socket) {
         return reject(std::move(socket), ErrorCode::NotAllowed, std::string("cannot identify the peer: ") + std::strerror(-r));
     // Sort peers by what the kernel already told us, before they hold anything.
     if (peer.cred.uid != 0 && (peer.cred.uid != account_.uid || peer.cred.gid != account_.gid)) {
-        // Members of the observer group may watch; they can start and control nothing.
-        if (!in_observer_group(peer))
+        // Members of the observer and supervisor groups may watch (supervisors may also hold
+        // the terminal); they can start and control nothing.
+        if (!in_observer_group(peer) && !in_supervisor_group(peer))
             return reject(std::move(socket), ErrorCode::NotAllowed, "only the agent's account may connect");
     } else if (peer.cred.uid != 0) {
         // An Unsure peer is admitted like any other; its START waits for the recheck.

@@ -63,6 +63,7 @@ public:
     ReplyBudget& replies() { return replies_; }
     // Whether the peer is a member of the configured observer group.
     [[nodiscard]] bool in_observer_group(const PeerIdentity& peer) const;
+    [[nodiscard]] bool in_supervisor_group(const PeerIdentity& peer) const;
     // A session went: the daemon may be done stopping.
     void sessions_changed() { maybe_exit(); }
     // The group of session terminals, looked up once (pty.h).
@@ -146,7 +147,9 @@ private:
     std::vector<std::unique_ptr<Connection>> retired_;
     std::uint64_t serial_ = 0;
     gid_t terminal_group_;
+    static bool in_group(const PeerIdentity& peer, const std::optional<gid_t>& group);
     std::optional<gid_t> observer_group_;
+    std::optional<gid_t> supervisor_group_;
     bool shutting_down_ = false;
     std::string reexec_binary_;
     std::vector<std::string> reexec_argv_;

@@ -192,10 +192,65 @@ void Session::attach(SessionClient* client, Role role) {
 
 void Session::detach(SessionClient* client, bool disconnected) {
     std::erase_if(clients_, [client](const auto& c) { return c.first == client; });
+    release(client);
     if (controller_ != client) return;
     controller_ = nullptr;
     if (!detached_ && disconnected) return stop(ExitReason::Disconnected);
     update_terminal_events();  // nobody holds the session back any more
+}
+
+bool Session::may_hold(std::string& why) const {
+    if (controller_ && controller_->protocol_version() < 2) {
+        why = "the agent's client speaks protocol version 1, which cannot be told that a person took its terminal";
+        return false;
+    }
+    return true;
+}
+
+void Session::hold(SessionClient* client, std::int64_t uid) {
+    if (SessionClient* agent = controller_; agent && agent != client) {
+        if (agent->protocol_version() < 5) {
+            // It cannot hear CONTROLLER or REFUSED: let it go, as a takeover does, and keep the
+            // session (it no longer ends with that connection). It may attach again later.
+            std::erase_if(clients_, [agent](const auto& c) { return c.first == agent; });
+            controller_ = nullptr;
+            make_detached();
+            agent->session_taken_over();
+        }
+    }
+    if (holder_ && holder_->client == client) return;
+    if (holder_) {
+        log_control_end();
+        // Another person had it. One whose client cannot hear CONTROLLER is let go, as the agent's.
+        if (SessionClient* previous = holder_->client; previous->protocol_version() < 5) {
+            holder_.reset();
+            std::erase_if(clients_, [previous](const auto& c) { return c.first == previous; });
+            previous->session_taken_over();
+        }
+    }
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    holder_ = Holder{client, uid, std::chrono::duration_cast<std::chrono::milliseconds>(now).count(), 0};
+    log_info("a person took the terminal", {{"UNIT", unit_}, {"SUPERVISOR_UID", std::to_string(uid)}});
+    tell_control_changed();
+}
+
+void Session::release(SessionClient* client) {
+    if (!holder_ || holder_->client != client) return;
+    log_control_end();
+    holder_.reset();
+    tell_control_changed();
+}
+
+void Session::log_control_end() {
+    log_info("the terminal was handed back to the agent",
+             {{"UNIT", unit_}, {"SUPERVISOR_UID", std::to_string(holder_->uid)},
+              {"REFUSED_FRAMES", std::to_string(holder_->refused)}});
+}
+
+void Session::tell_control_changed() {
+    const auto clients = clients_;  // a client may detach while it is told
+    for (const auto& [c, role] : clients) c->control_changed();
+    update_terminal_events();
 }
 
 void Session::make_detached() {

@@ -75,6 +75,10 @@ public:
     virtual void session_input_room() = 0;  // held input fell below its bound: read the socket again
     virtual void session_gone() = 0;        // the session is destroyed now; forget it
     virtual void session_taken_over() = 0;  // another controller took this one's place
+    virtual void control_changed() {}       // a person took the terminal, or handed it back
+    // The protocol version the client speaks (a test's client: the newest): whether it can be
+    // told that a person holds the terminal (5), or must be let go (2 to 4), or neither (1).
+    [[nodiscard]] virtual int protocol_version() const { return 5; }
     // The next offset this client will send: what a bound session waits for.
     [[nodiscard]] virtual std::uint64_t cursor() const = 0;
     // Whether this client relays a real terminal (it answers the program's queries).
@@ -150,11 +154,44 @@ public:
     void forget_clients() {
         clients_.clear();
         controller_ = nullptr;
+        holder_.reset();
     }
 
-    // Whether the controller relays a real terminal, which answers the program's queries
-    // itself (screen_broker.h: then the screen's answers are not written).
-    [[nodiscard]] bool controller_has_terminal() const override { return controller_ && controller_->has_terminal(); }
+    // A person at the wheel (docs/protocol.md, 12): a supervisor, attached as a reader, holds
+    // the terminal; the agent's input, SEND, RESIZE and EXEC are refused meanwhile, and only
+    // the holder writes. At most one holder; it lets go when it detaches or disconnects.
+    struct Holder {
+        SessionClient* client = nullptr;
+        std::int64_t uid = 0;
+        std::int64_t since_ms = 0;  // Unix ms
+        std::uint64_t refused = 0;  // the agent's frames refused while it held
+    };
+    [[nodiscard]] const Holder* holder() const { return holder_ ? &*holder_ : nullptr; }
+    [[nodiscard]] bool held_by(const SessionClient* client) const { return holder_ && holder_->client == client; }
+    // Whether a person may take the terminal now: not from a controller of version 1, which
+    // has no way to hear it (false with `why`).
+    [[nodiscard]] bool may_hold(std::string& why) const;
+    // `client` (attached) takes the terminal from the agent, or from another person; may_hold()
+    // must be true. A controller of version 2 to 4 cannot be told: it is let go (DETACHED
+    // taken_over) and the session no longer ends with it.
+    void hold(SessionClient* client, std::int64_t uid);
+    // Hands the terminal back to the agent, if `client` holds it.
+    void release(SessionClient* client);
+    // Counts a frame of the agent's refused because a person holds the terminal (logged, in
+    // sum, when it is handed back).
+    void count_refused() const {
+        if (holder_) ++holder_->refused;
+    }
+    // Whether the session is recorded (server/recording.h).
+    [[nodiscard]] bool recorded() const { return recorder_ != nullptr; }
+
+    // Whether the writer of its input (the controller, or a person holding it) relays a real
+    // terminal, which answers the program's queries itself (screen_broker.h: then the screen's
+    // answers are not written).
+    [[nodiscard]] bool controller_has_terminal() const override {
+        if (holder_) return holder_->client->has_terminal();
+        return controller_ && controller_->has_terminal();
+    }
     // The screen's answers to the program's queries, written to its terminal as input.
     void answer_queries(std::span<const std::uint8_t> bytes) override;
 
@@ -252,6 +289,9 @@ private:
     template <class F>
     auto guarded(const char* where, F f);
 
+    void log_control_end();
+    void tell_control_changed();
+
     const SessionContext& context_;
     SessionOwner& owner_;
     std::string unit_, id_;
@@ -283,6 +323,7 @@ private:
 
     std::vector<std::pair<SessionClient*, Role>> clients_;
     SessionClient* controller_ = nullptr;
+    mutable std::optional<Holder> holder_;  // mutable: count_refused() counts, changes nothing
 
     std::vector<std::uint8_t> held_input_;
     std::uint64_t bytes_in_ = 0;

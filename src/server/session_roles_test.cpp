@@ -5,9 +5,12 @@
 namespace ptyvisor::server {
 namespace {
 
-TEST(SessionRoles, TheAgentControlsRootAndTheObserverGroupObserve) {
+TEST(SessionRoles, TheAgentControlsRootAndTheSupervisorGroupSuperviseTheObserverGroupObserves) {
     EXPECT_EQ(access_of({.may_start = true}), Access::Control);
-    EXPECT_EQ(access_of({.is_root = true}), Access::Observe);
+    EXPECT_EQ(access_of({.is_root = true}), Access::Supervise);
+    EXPECT_EQ(access_of({.in_supervisor_group = true}), Access::Supervise);
+    EXPECT_EQ(access_of({.in_observer_group = true, .in_supervisor_group = true}), Access::Supervise);
+    EXPECT_EQ(access_of({.may_start = true, .in_supervisor_group = true}), Access::Control);
     EXPECT_EQ(access_of({.in_observer_group = true}), Access::Observe);
     EXPECT_EQ(access_of({}), Access::None);
 }
@@ -27,6 +30,17 @@ TEST(SessionRoles, AnObserverCannotBecomeTheController) {
 TEST(SessionRoles, ObservingNeverDisturbsTheController) {
     EXPECT_EQ(decide_attach(Access::Observe, Role::Observer, true, false), AttachDecision::Attach);
     EXPECT_EQ(decide_attach(Access::Control, Role::Observer, true, true), AttachDecision::Attach);
+}
+
+// A supervisor's takeover is holding the terminal; without takeover it cannot be controller.
+TEST(SessionRoles, ASupervisorHoldsTheTerminalOnlyByTakingOver) {
+    EXPECT_EQ(decide_attach(Access::Supervise, Role::Controller, true, true), AttachDecision::AttachHolding);
+    EXPECT_EQ(decide_attach(Access::Supervise, Role::Controller, false, true), AttachDecision::AttachHolding);
+    EXPECT_EQ(decide_attach(Access::Supervise, Role::Controller, true, false), AttachDecision::NotAllowed);
+    EXPECT_EQ(decide_attach(Access::Supervise, Role::Observer, true, false), AttachDecision::Attach);
+    EXPECT_FALSE(may(Access::Supervise, Request::Send));
+    EXPECT_FALSE(may(Access::Supervise, Request::Kill));
+    EXPECT_TRUE(may(Access::Supervise, Request::List));
 }
 
 TEST(SessionRoles, ObserversOnlyRead) {

@@ -474,7 +474,7 @@ TEST_F(CliSessions, ASecondControllerIsBusyUnlessItTakesOver) {
     ASSERT_NE(second, nullptr);
     const auto r = finish(*first);
     EXPECT_EQ(r.status, 0) << "taken over: the first leaves as if detached; " << r.transcript;
-    EXPECT_NE(r.err.find("took over"), std::string::npos) << r.transcript;
+    EXPECT_NE(r.err.find("was taken over"), std::string::npos) << r.transcript;
     ASSERT_TRUE(second->write_input("second\n"));
     EXPECT_TRUE(second->wait_for_output("second\r\nsecond", Millis(20000))) << second->transcript();
     ASSERT_TRUE(second->write_input("\x10\x11"));

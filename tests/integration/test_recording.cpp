@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "protocol/control_payloads.h"
 #include "support/fixture.h"
 
 namespace ptyvisor::itest {
@@ -313,6 +314,57 @@ TEST_F(Recording, ADirectoryOthersCouldTamperWithKeepsTheDaemonFromStarting) {
     c.recording_directory = owned;
     EXPECT_EQ(DaemonProcess::start(c, dir_->path(), error), nullptr);
     EXPECT_NE(error.find("not root's alone"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace ptyvisor::itest
+
+namespace ptyvisor::itest {
+namespace {
+
+// RECORDING (protocol version 5): people who supervise read a recording over the socket, as it
+// is on disk, in parts; the agent, whose recording is kept where it cannot touch it, may not.
+TEST_F(Recording, PeopleReadTheRecordingOverTheSocketTheAgentMayNot) {
+    ASSERT_NE(start_daemon(recording_config()), nullptr);
+    std::string output;
+    const std::string id = run_session(output);
+    ASSERT_EQ(id.size(), 32u) << id;
+    std::ifstream in(recordings_ + "/" + id + ".cast", std::ios::binary);
+    const std::string on_disk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(on_disk.size(), 100u);
+
+    const auto fetch = [&](std::unique_ptr<RawClient> c, std::uint64_t offset, std::uint64_t max,
+                           std::string& bytes) -> std::string {
+        if (!c) return "(no connection)";
+        if (c->send_frame(protocol::FrameType::Recording, protocol::encode(protocol::RecordingRequest{id, offset, max})) != 0)
+            return "(send failed)";
+        auto first = c->next(Millis(10000));
+        if (first.kind != Incoming::Kind::Frame) return first.describe();
+        if (first.frame.type == protocol::FrameType::Error) {
+            const auto e = protocol::decode_error(first.frame.text());
+            return e ? std::string(protocol::to_string(e.value->code)) : "(bad ERROR)";
+        }
+        const auto cast = protocol::decode_cast(first.frame.text());
+        if (!cast) return "(bad CAST) " + cast.error;
+        EXPECT_EQ(cast.value->size, on_disk.size());
+        for (;;) {
+            auto f = c->next(Millis(10000));
+            if (f.kind == Incoming::Kind::Eof) break;
+            if (f.kind != Incoming::Kind::Frame || f.frame.type != protocol::FrameType::Output) return f.describe();
+            bytes.append(f.frame.text());
+        }
+        EXPECT_EQ(bytes.size(), cast.value->length);
+        return "cast";
+    };
+    std::string whole, head, tail;
+    EXPECT_EQ(fetch(connect_as(0, 0, {0}), 0, protocol::kDefaultRecordingChunk, whole), "cast");
+    EXPECT_TRUE(whole == on_disk) << "the recording read over the socket differs from the file";
+    EXPECT_EQ(fetch(connect_as(0, 0, {0}), 0, 100, head), "cast");
+    EXPECT_EQ(fetch(connect_as(0, 0, {0}), 100, protocol::kMaxRecordingChunk, tail), "cast");
+    EXPECT_TRUE(head + tail == on_disk);
+    std::string nothing;
+    EXPECT_EQ(fetch(connect_as_account(), 0, 100, nothing), "not_allowed");
+    EXPECT_EQ(nothing, "");
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   "no_such_session",
   "session_ended",
   "no_shell_integration",
+  "held_by_supervisor",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

@@ -3,7 +3,7 @@
 // docs/protocol.md; frame.ts builds on them.
 
 export const OLDEST_VERSION = 1;
-export const NEWEST_VERSION = 4;
+export const NEWEST_VERSION = 5;
 export const HEADER_SIZE = 8;
 export const SESSION_ID_LENGTH = 32;
 
@@ -42,6 +42,11 @@ export const FrameType = {
   EXECUTED: 32,
   WATCH: 33,
   EVENT: 34,
+  CONTROL: 35,
+  CONTROLLER: 36,
+  REFUSED: 37,
+  RECORDING: 38,
+  CAST: 39,
 } as const;
 
 /** [min, max] payload length of each type, index = type (0 is unused). */
@@ -81,13 +86,18 @@ export const BOUNDS: ReadonlyArray<readonly [number, number]> = [
   [2, 16384], // EXECUTED
   [2, 4096], // WATCH
   [2, 16384], // EVENT
+  [2, 4096], // CONTROL
+  [2, 4096], // CONTROLLER
+  [2, 4096], // REFUSED
+  [2, 4096], // RECORDING
+  [2, 4096], // CAST
 ];
 
 /** The highest frame type of each version, index = version: a version knows the types 1..N. */
-export const LAST_TYPE_OF_VERSION: ReadonlyArray<number> = [0, 11, 26, 28, 34];
+export const LAST_TYPE_OF_VERSION: ReadonlyArray<number> = [0, 11, 26, 28, 34, 39];
 
 /** The types a daemon sends (the rest are the client's). */
-export const FROM_DAEMON: ReadonlySet<number> = new Set([2, 4, 8, 9, 11, 13, 15, 17, 19, 21, 23, 25, 26, 28, 30, 32, 34]);
+export const FROM_DAEMON: ReadonlySet<number> = new Set([2, 4, 8, 9, 11, 13, 15, 17, 19, 21, 23, 25, 26, 28, 30, 32, 34, 36, 37, 39]);
 
 /** The ERROR codes, as on the wire. */
 export const WIRE_ERROR_CODES = [
@@ -109,6 +119,7 @@ export const WIRE_ERROR_CODES = [
   "no_such_session",
   "session_ended",
   "no_shell_integration",
+  "held_by_supervisor",
 ] as const;
 
 /** The members each JSON payload must have, and their JSON types. */
@@ -140,4 +151,9 @@ export const REQUIRED_MEMBERS: Readonly<Record<string, Readonly<Record<string, r
   EXECUTED: { id: ["string"], state: ["string"], exit_code: ["integer", "null"], command: ["object", "null"], offset: ["integer"], session_state: ["string"] },
   WATCH: { id: ["string"] },
   EVENT: { event: ["string"], offset: ["integer"] },
+  CONTROL: { take: ["boolean"] },
+  CONTROLLER: { controller: ["string"], since: ["integer"], you: ["boolean"] },
+  REFUSED: { code: ["string"], message: ["string"], what: ["string"], count: ["integer"] },
+  RECORDING: { id: ["string"] },
+  CAST: { id: ["string"], offset: ["integer"], length: ["integer"], size: ["integer"] },
 };

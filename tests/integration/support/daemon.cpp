@@ -54,6 +54,7 @@ std::string DaemonConfig::to_toml() const {
     t << "unit_prefix = " << quote(unit_prefix) << "\n";
     t << "state_directory = " << quote(state_directory) << "\n";
     if (!observer_group.empty()) t << "observer_group = " << quote(observer_group) << "\n";
+    if (!supervisor_group.empty()) t << "supervisor_group = " << quote(supervisor_group) << "\n";
     t << "\n";
     t << "[limits]\n";
     t << "max_sessions = " << max_sessions << "\n";

@@ -41,6 +41,7 @@ struct DaemonConfig {
     double retention = 300;
     double reattach = 30;
     std::string observer_group;
+    std::string supervisor_group;
 
     // [screen]; 0: the daemon's default
     double screen_reply_timeout = 0;

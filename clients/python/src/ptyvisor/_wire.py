@@ -6,7 +6,7 @@ docs/protocol.md; protocol.py builds on them."""
 import enum
 
 OLDEST_VERSION = 1
-NEWEST_VERSION = 4
+NEWEST_VERSION = 5
 HEADER_SIZE = 8
 MAGIC = b'PV'
 SESSION_ID_LENGTH = 32
@@ -47,6 +47,11 @@ class FrameType(enum.IntEnum):
     EXECUTED = 32
     WATCH = 33
     EVENT = 34
+    CONTROL = 35
+    CONTROLLER = 36
+    REFUSED = 37
+    RECORDING = 38
+    CAST = 39
 
 
 # (min, max) payload length of each type.
@@ -85,6 +90,11 @@ BOUNDS: dict[int, tuple[int, int]] = {
     FrameType.EXECUTED: (2, 16384),
     FrameType.WATCH: (2, 4096),
     FrameType.EVENT: (2, 16384),
+    FrameType.CONTROL: (2, 4096),
+    FrameType.CONTROLLER: (2, 4096),
+    FrameType.REFUSED: (2, 4096),
+    FrameType.RECORDING: (2, 4096),
+    FrameType.CAST: (2, 4096),
 }
 # The types a daemon sends (the rest are the client's).
 FROM_DAEMON = frozenset({
@@ -105,6 +115,9 @@ FROM_DAEMON = frozenset({
     FrameType.COMMAND_LIST,
     FrameType.EXECUTED,
     FrameType.EVENT,
+    FrameType.CONTROLLER,
+    FrameType.REFUSED,
+    FrameType.CAST,
 })
 # The highest frame type of each version: a version knows the types 1..N.
 LAST_TYPE_OF_VERSION: dict[int, int] = {
@@ -112,6 +125,7 @@ LAST_TYPE_OF_VERSION: dict[int, int] = {
     2: FrameType.DROPPED,
     3: FrameType.SCREEN,
     4: FrameType.EVENT,
+    5: FrameType.CAST,
 }
 # The ERROR codes, as on the wire.
 ERROR_CODES = (
@@ -133,6 +147,7 @@ ERROR_CODES = (
     "no_such_session",
     "session_ended",
     "no_shell_integration",
+    "held_by_supervisor",
 )
 # The members each JSON payload must have, and their JSON types.
 REQUIRED_MEMBERS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -163,4 +178,9 @@ REQUIRED_MEMBERS: dict[str, dict[str, tuple[str, ...]]] = {
     'EXECUTED': {'id': ('string',), 'state': ('string',), 'exit_code': ('integer', 'null'), 'command': ('object', 'null'), 'offset': ('integer',), 'session_state': ('string',)},
     'WATCH': {'id': ('string',)},
     'EVENT': {'event': ('string',), 'offset': ('integer',)},
+    'CONTROL': {'take': ('boolean',)},
+    'CONTROLLER': {'controller': ('string',), 'since': ('integer',), 'you': ('boolean',)},
+    'REFUSED': {'code': ('string',), 'message': ('string',), 'what': ('string',), 'count': ('integer',)},
+    'RECORDING': {'id': ('string',)},
+    'CAST': {'id': ('string',), 'offset': ('integer',), 'length': ('integer',), 'size': ('integer',)},
 }

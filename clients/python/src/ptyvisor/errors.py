@@ -131,6 +131,14 @@ class NoShellIntegration(PtyvisorError):
     code = "no_shell_integration"
 
 
+class HeldBySupervisor(PtyvisorError):
+    """A person (supervisor_group, or root) holds the session's terminal (protocol 12): input
+    waits until it is handed back. Sent to protocol version 5 clients; this client, which
+    speaks an older version, gets Busy instead."""
+
+    code = "held_by_supervisor"
+
+
 class ConnectionLost(PtyvisorError):
     """End of stream without EXIT or ERROR: the daemon restarted or crashed (protocol 6).
     Not a code the daemon sends."""
@@ -150,7 +158,7 @@ ERRORS_BY_CODE: dict[str, type[PtyvisorError]] = {
     for cls in (BadFrame, UnsupportedVersion, TooBig, UnexpectedFrame, WrongFdCount,
                 NotADirectory, CwdMismatch, NotAllowed, Busy, RateLimited, Overloaded,
                 HandshakeTimeout, StartFailed, Internal, ShuttingDown, NoSuchSession,
-                SessionEnded, NoShellIntegration)
+                SessionEnded, NoShellIntegration, HeldBySupervisor)
 }
 
 
