@@ -10,6 +10,7 @@
 #include "cli/session_commands.h"
 #include "cli/standard_fds.h"
 #include "cli/status_command.h"
+#include "cli/web_command.h"
 #include "client/default_socket.h"
 
 namespace {
@@ -154,6 +155,16 @@ int main(int argc, char** argv) {
         "mcp", "Serve MCP on stdin/stdout: tools for an AI agent to run and drive terminal sessions");
     add_socket_option(*mcp_cmd, mcp.socket);
 
+    ptyvisor::cli::WebOptions web{{}, {}, {}, {}, PTYVISOR_VERSION};
+    auto* web_cmd = app.add_subcommand(
+        "web", "Serve the supervision console: a web page that watches sessions and may take their terminal");
+    add_socket_option(*web_cmd, web.socket);
+    auto* web_listen = web_cmd->add_option("--listen", web.listen, "HOST:PORT to listen on (default 127.0.0.1:8650; port 0 picks one)");
+    web_cmd->add_option("--unix", web.unix_path, "listen on this Unix socket instead (0600), for a reverse proxy")
+        ->excludes(web_listen);
+    web_cmd->add_option("--token-file", web.token_file,
+                        "read the token from this file's first line (yours, mode 0600) instead of making one");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -171,5 +182,6 @@ int main(int argc, char** argv) {
     if (*kill_cmd) return ptyvisor::cli::kill_command(kill);
     if (*screen_cmd) return ptyvisor::cli::screen_command(screen);
     if (*mcp_cmd) return ptyvisor::cli::mcp::mcp_command(mcp);
+    if (*web_cmd) return ptyvisor::cli::web_command(web);
     return ptyvisor::cli::status_command(status);
 }
