@@ -140,7 +140,15 @@ function connectEvents(attempt = 0) {
   ws.addEventListener('message', (ev) => {
     let m;
     try { m = JSON.parse(ev.data); } catch { return; }
-    if (m.type === 'sessions' && Array.isArray(m.sessions)) renderList(m.sessions);
+    if (m.type === 'sessions' && Array.isArray(m.sessions)) {
+      link.textContent = 'live';
+      link.classList.remove('down');
+      renderList(m.sessions);
+    } else if (m.type === 'unavailable') {
+      // The server is up but the daemon does not answer; the list stays as it was last seen.
+      link.textContent = `the daemon does not answer: ${m.message ?? ''}`;
+      link.classList.add('down');
+    }
   });
   ws.addEventListener('close', () => {
     // Reconnect with a growing delay: the server may be restarting. This is not polling; one

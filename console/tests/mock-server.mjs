@@ -251,6 +251,7 @@ export async function startMock({ port = 0, role = 'supervisor', user = 'alice',
       for (const t of terminals) if (t.id === id) { t.ws.json({ type: 'exit', exit }); t.ws.close(1000); }
       broadcastSessions();
     },
+    unavailable(message) { for (const ws of eventSockets) ws.json({ type: 'unavailable', message }); },
     update(id, fields) { Object.assign(sessions.find((x) => x.id === id), fields); broadcastSessions(); },
     async close() {
       clearInterval(timer);

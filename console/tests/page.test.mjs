@@ -51,6 +51,15 @@ describe('as a supervisor', () => {
     assert.deepEqual(requests.filter((p) => p.startsWith('/api/sessions')), []);
   });
 
+  test('the page says when the daemon does not answer, and when it answers again', async () => {
+    const link = '[data-role="connection"]';
+    mock.unavailable('connect: No such file or directory');
+    await page.waitForFunction((sel) => document.querySelector(sel).textContent.includes('does not answer'), {}, link);
+    assert.notEqual(await page.$(row(TRAIN)), null, 'the last list stays');
+    mock.update(TRAIN, {});
+    await page.waitForFunction((sel) => document.querySelector(sel).textContent === 'live', {}, link);
+  });
+
   test('opening a session shows its live output', async () => {
     await openLive(page, BASH);
     await waitForText(page, BASH, 'welcome to bash -l');
