@@ -208,7 +208,7 @@ class LivePane {
     // While read-only, Tab and Shift+Tab move the focus (keyboard users can leave the terminal);
     // while in control they belong to the session.
     this.term.attachCustomKeyEventHandler((e) => this.you || e.key !== 'Tab');
-    this.term.onData((data) => this.send({ type: 'input', data }));
+    this.term.onData((data) => this.sendInput(data));
     this.term.open(this.body);
     this.resizeObserver = new ResizeObserver(() => this.fitIfControlling());
     this.resizeObserver.observe(this.body);
@@ -256,6 +256,19 @@ class LivePane {
         this.flash(`fell behind: ${this.skipped} bytes of output skipped`);
       }
     });
+  }
+
+  // The server closes a socket whose message exceeds 64 KiB, and a paste can be longer: send
+  // pieces of at most 8192 UTF-16 units (under 48 KiB of JSON even if every one is escaped
+  // as \u00XX), never splitting a surrogate pair.
+  sendInput(data) {
+    for (let at = 0; at < data.length;) {
+      let end = Math.min(data.length, at + 8192);
+      const last = data.charCodeAt(end - 1);
+      if (end < data.length && last >= 0xd800 && last <= 0xdbff) end--;
+      this.send({ type: 'input', data: data.slice(at, end) });
+      at = end;
+    }
   }
 
   send(msg) {

@@ -2,6 +2,7 @@
 // observer) → a real ptyvisord → sessions the agent (the test account) started. Run through
 // console/test.sh, which starts the daemon; outside it every test fails (requireEnv).
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { launch, openConsole, openLive, pane, paneText, row, status, typeInto, visible, waitForText } from './browser.mjs';
@@ -81,7 +82,9 @@ describe('a supervisor', () => {
 
     const r = await agent(['send', '--keys', id, 'from-agent', 'Enter']);
     assert.notEqual(r.code, 0, 'the agent\'s send must fail while a person holds the terminal');
-    assert.match(r.stderr, /nobody/, 'the message names the person');
+    // The daemon names the person by uid (it does not look names up for the agent).
+    const uid = execFileSync('id', ['-u', 'nobody'], { encoding: 'utf8' }).trim();
+    assert.match(r.stderr, new RegExp(`nobody|uid ${uid}\\b`), 'the message names the person');
     assert.match(r.stderr, /held_by_supervisor|busy/);
     assert.doesNotMatch(await paneText(page, id), /got:from-agent/);
   });

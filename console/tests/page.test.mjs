@@ -89,6 +89,16 @@ describe('as a supervisor', () => {
     await page.waitForFunction((sel) => document.querySelector(sel).dataset.controller === 'supervisor', {}, row(BASH));
   });
 
+  test('a paste longer than a WebSocket message may be arrives whole, in pieces', async () => {
+    const text = 'é😀x'.repeat(30_000);      // 120,000 UTF-16 units, 210,000 bytes of UTF-8
+    const before = mock.inputs.get(BASH).length;
+    await page.evaluate((key, t) => window.ptyvisorConsole.panes.get(key).term.paste(t), `live:${BASH}`, text);
+    await until(() => mock.inputs.get(BASH).slice(before).join('').length >= text.length, 'the paste to arrive');
+    const pieces = mock.inputs.get(BASH).slice(before);
+    assert.equal(pieces.join(''), text);
+    assert.ok(pieces.length > 1 && pieces.every((p) => Buffer.byteLength(JSON.stringify({ type: 'input', data: p })) < 64 * 1024));
+  });
+
   test('"Hand back" returns control and typing is refused again', async () => {
     await page.click(`${pane(BASH)} [data-action="release"]`);
     await page.waitForFunction((sel) => document.querySelector(sel).dataset.status.startsWith('Read-only'), {}, pane(BASH));
