@@ -146,7 +146,7 @@ describe('as a supervisor', () => {
   test('"Play recording" plays the session\'s recording', async () => {
     await page.click(`${row(BASH)} [data-action="play"]`);
     await page.waitForFunction((sel) => document.querySelector(sel)?.innerText.includes('this was recorded by ptyvisor'),
-      { timeout: 10_000 }, pane(BASH, 'recording'));
+      { timeout: 10_000 }, `${pane(BASH, 'recording')} [data-role="terminal"]`);
     assert.deepEqual(page.errors, []);
   });
 });
