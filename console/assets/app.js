@@ -316,7 +316,14 @@ class LivePane {
     else if (controller === 'supervisor') this.setStatus(`Read-only · ${controllerText(controller, user, since)} has control`);
     else this.setStatus('Read-only · the agent has control');
     this.showControl();
-    if (you) { this.lastSize = ''; this.fitIfControlling(); this.term.focus(); }
+    if (you) {
+      // A "read-only" notice from before the take no longer holds.
+      clearTimeout(this.noticeTimer);
+      if (!this.skipping) this.notice.textContent = '';
+      this.lastSize = '';
+      this.fitIfControlling();
+      this.term.focus();
+    }
   }
 
   showControl() {
