@@ -11,10 +11,9 @@
 //
 // Needs a daemon and the console's environment: run it through bench/console/latency.sh.
 import { execFileSync } from 'node:child_process';
-import WebSocket from 'ws';
 import { fileURLToPath } from 'node:url';
 import { launch, openConsole, openLive } from '../../console/tests/browser.mjs';
-import { agent, requireEnv, startSession, startWeb } from '../../console/tests/harness.mjs';
+import { WebSocket, agent, requireEnv, startSession, startWeb } from '../../console/tests/harness.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? Number(args[i + 1]) : dflt; };

@@ -5,6 +5,9 @@ import { execFile, spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { createInterface } from 'node:readline';
 
+// A WebSocket client for Node (console/node_modules: resolvable from here, not from bench/).
+export { default as WebSocket } from 'ws';
+
 export const env = {
   socket: process.env.PTYVISOR_SOCKET,
   bin: process.env.PTYVISOR_BIN,
