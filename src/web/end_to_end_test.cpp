@@ -271,6 +271,21 @@ TEST_F(WebServer, AWebSocketFromItsOwnOriginIsAccepted) {
     EXPECT_EQ(header_of(r, "Sec-WebSocket-Accept"), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
 }
 
+TEST_F(WebServer, APageMessageOver64KiBClosesWith1009) {
+    UniqueFd fd = connect_tcp(port_);
+    ASSERT_TRUE(fd);
+    send_all(fd.get(), "GET /ws/events HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) + "\r\n" + cookie() +
+                           upgrade(own_origin()) + "\r\n");
+    ASSERT_EQ(status_of(receive(fd.get(), has_headers)), 101);
+    // A masked text frame that says 65537 bytes follow: refused from its header alone.
+    std::string frame = "\x81\xff";
+    for (int shift = 56; shift >= 0; shift -= 8) frame.push_back(static_cast<char>((65537ull >> shift) & 0xff));
+    frame.append(4, '\0');  // the mask
+    send_all(fd.get(), frame);
+    const auto rest = receive(fd.get(), [](const std::string& t) { return t.find("\x88\x02\x03\xf1") != std::string::npos; });
+    EXPECT_NE(rest.find("\x88\x02\x03\xf1"), std::string::npos);  // close, 1009
+}
+
 TEST_F(WebServer, ATerminalWithoutADaemonIsAnErrorThenAClose) {
     UniqueFd fd = connect_tcp(port_);
     ASSERT_TRUE(fd);
@@ -381,6 +396,37 @@ TEST(WebCommand, ExitsCleanlyOnSigterm) {
     ASSERT_NE(p.read_first_line(), "");
     ASSERT_EQ(::kill(p.pid, SIGTERM), 0);
     EXPECT_EQ(p.wait_exit(), 0);
+}
+
+// An open page is told the server goes away (close 1001) before it exits.
+TEST(WebCommand, SigtermClosesTheWebSocketsWithGoingAway) {
+    WebProcess p;
+    p.start({"web", "--listen", "127.0.0.1:0", "--socket", "/nonexistent/ptyvisor.sock"});
+    const auto url = p.read_first_line();
+    const int port = std::atoi(url.c_str() + std::strlen("http://127.0.0.1:"));
+    const auto token = url.substr(url.find("?token=") + 7);
+    UniqueFd fd = connect_tcp(port);
+    ASSERT_TRUE(fd);
+    const std::string host = "127.0.0.1:" + std::to_string(port);
+    send_all(fd.get(), "GET /ws/events HTTP/1.1\r\nHost: " + host + "\r\nCookie: ptyvisor_token=" + token +
+                           "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nOrigin: http://" + host + "\r\n\r\n");
+    // The "unavailable" message (no daemon) proves the socket is open and served.
+    const auto opened = receive(fd.get(), [](const std::string& t) { return t.find("unavailable") != std::string::npos; });
+    ASSERT_EQ(status_of(opened), 101) << opened;
+    ASSERT_EQ(::kill(p.pid, SIGTERM), 0);
+    const auto closing = receive(fd.get(), [](const std::string& t) { return t.find("\x88\x02") != std::string::npos; });
+    const auto at = closing.find("\x88\x02");
+    ASSERT_NE(at, std::string::npos);
+    ASSERT_GE(closing.size(), at + 4);
+    EXPECT_EQ((static_cast<unsigned char>(closing[at + 2]) << 8) | static_cast<unsigned char>(closing[at + 3]), 1001);
+    // Answer the close as a browser does (masked, mask 0) and hang up: the server then exits
+    // at once, without waiting for its grace period.
+    send_all(fd.get(), std::string("\x88\x82\0\0\0\0\x03\xe9", 8));
+    fd.reset();
+    const auto before = std::chrono::steady_clock::now();
+    EXPECT_EQ(p.wait_exit(), 0);
+    EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(900));
 }
 
 // --unix: 0600, removed at exit, and an existing file that is not a socket is left alone.

@@ -68,6 +68,8 @@ constexpr std::chrono::seconds kListTimeout{5};
 constexpr std::chrono::seconds kListInterval{1};
 // A terminal socket reads the daemon again once what it queued is below this.
 constexpr std::size_t kResumeBelow = kMaxQueuedPerSocket / 2;
+// How long SIGTERM waits for the pages to answer the WebSockets' close.
+constexpr std::chrono::seconds kStopGrace{1};
 
 constexpr std::string_view kNeedsToken = "ptyvisor web: this page needs the token printed when the console started\n";
 constexpr std::string_view kContentSecurityPolicy =
@@ -96,6 +98,11 @@ struct Shared {
     std::map<std::int64_t, std::string> name_cache;
     UserNamer names;
     std::shared_ptr<class Lister> lister;
+
+    // The WebSockets, so that SIGTERM can close them with 1001 (going away) before exiting.
+    std::vector<std::weak_ptr<class WsPeer>> peers;
+    std::size_t open_peers = 0;
+    bool stopping = false;
 
     // Terminal sockets attach a few at a time: the daemon lets one process hold at most
     // max_unauthenticated_per_peer (4 by default) connections that have not made their
@@ -397,6 +404,10 @@ public:
     virtual ~WsPeer() = default;
 
     void run(Request request) {
+        std::erase_if(shared_->peers, [](const std::weak_ptr<WsPeer>& w) { return w.expired(); });
+        shared_->peers.push_back(weak_from_this());
+        ++shared_->open_peers;
+        counted_ = true;
         ws_.read_message_max(kMaxPageMessage);
         ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
         ws_.set_option(websocket::stream_base::decorator([](websocket::response_type& res) {
@@ -410,6 +421,8 @@ public:
                 self->finish();
                 return;
             }
+            self->accepted_ = true;
+            if (self->shared_->stopping) return self->going_away();
             guarded(
                 [&] {
                     self->read_next();
@@ -417,6 +430,13 @@ public:
                 },
                 [&] { self->fail_internal(); });
         });
+    }
+
+    // The server is stopping: what is queued goes out, then a close with 1001.
+    void going_away() {
+        if (ended_) return;
+        if (!accepted_) return finish();
+        close_after_sending(websocket::close_code::going_away);
     }
 
 protected:
@@ -518,6 +538,10 @@ private:
         beast::error_code ec;
         beast::get_lowest_layer(ws_).socket().shutdown(Protocol::socket::shutdown_both, ec);
         beast::get_lowest_layer(ws_).close();
+        if (counted_) {
+            counted_ = false;
+            if (--shared_->open_peers == 0 && shared_->stopping) shared_->ioc.stop();
+        }
     }
 
     std::shared_ptr<Shared> shared_;
@@ -530,6 +554,8 @@ private:
     std::optional<websocket::close_code> close_;
     bool close_sent_ = false;
     bool ended_ = false;
+    bool accepted_ = false;  // the upgrade is done
+    bool counted_ = false;   // in Shared::open_peers
 };
 
 // /ws/events: the session list, whenever it changes. Only the newest list is worth sending,
@@ -1255,18 +1281,28 @@ private:
         std::make_shared<HttpSession>(shared_, std::move(socket), Slot(shared_))->run();
     }
 
+    // Stops accepting, closes every WebSocket with 1001 and exits once they are closed, or
+    // after kStopGrace whatever the pages do. Plain HTTP connections are simply dropped.
     void stop() {
+        if (shared_->stopping) return;
         log("stopping");
+        shared_->stopping = true;
         beast::error_code ec;
         acceptor_.close(ec);
         remove_unix_socket();
-        ioc_.stop();
+        const auto peers = shared_->peers;
+        for (const auto& w : peers)
+            if (auto p = w.lock()) guarded([&] { p->going_away(); }, [] {});
+        if (shared_->open_peers == 0) return ioc_.stop();
+        grace_.expires_after(kStopGrace);
+        grace_.async_wait([self = shared_from_this()](beast::error_code) { self->ioc_.stop(); });
     }
 
     net::io_context& ioc_;
     std::shared_ptr<Shared> shared_;
     net::basic_socket_acceptor<Protocol> acceptor_;
     net::signal_set signals_;
+    net::steady_timer grace_{ioc_};
     bool unix_created_ = false;
     ino_t unix_inode_ = 0;
 };
