@@ -1,0 +1,437 @@
+// The console page of `ptyvisor web` (CONSOLE-API.md): a live list of sessions from
+// /ws/events, and panes that show a session's terminal (/ws/terminal) or play its recording.
+// Plain ES module, no build step; every URL is relative so that the page also works behind a
+// reverse proxy that serves it under a path prefix. The page never polls: the list changes
+// only when the server sends it, and the ages tick on a local timer.
+import { Terminal } from './vendor/xterm.js';
+import { FitAddon } from './vendor/addon-fit.js';
+import { age, clock, commandLine, exitText } from './format.js';
+
+const $ = (sel, root = document) => root.querySelector(sel);
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  e.append(...children);
+  return e;
+}
+
+function wsUrl(path) {
+  const u = new URL(path, location.href);
+  u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+  return u.href;
+}
+
+function controllerText(controller, user, since) {
+  if (controller === 'supervisor') return `${user ?? 'a supervisor'}${since ? ` since ${clock(since)}` : ''}`;
+  return 'agent';
+}
+
+// Bytes handed to xterm.js and not yet parsed: past `high` a pane skips output until `low`.
+// The tests lower them (window.ptyvisorConsole.limits) to exercise the skipping.
+const limits = { high: 4 << 20, low: 512 << 10 };
+
+const state = {
+  info: null,                 // /api/info
+  sessions: new Map(),        // id -> SESSION, as last sent by /ws/events
+  rows: new Map(),            // id -> { tr, cells }
+  panes: new Map(),           // key ("live:ID" or "play:ID") -> Pane
+};
+// For the browser tests and the latency benchmark: the open panes and their terminals.
+window.ptyvisorConsole = { panes: state.panes, sessions: state.sessions, limits };
+
+// ---- the session list ----------------------------------------------------------------------
+
+function row(id) {
+  let r = state.rows.get(id);
+  if (r) return r;
+  const cells = {
+    state: el('span'), waiting: el('span', { class: 'badge waiting', 'data-role': 'waiting', text: 'waiting for input', hidden: true }),
+    exit: el('span', { class: 'sub', 'data-role': 'exit' }),
+    command: el('span', { 'data-role': 'command' }), cwd: el('span', { class: 'sub' }),
+    age: el('span', { 'data-role': 'age' }),
+    controller: el('span', { 'data-role': 'controller' }),
+    held: el('span', { class: 'badge held', text: 'held', hidden: true }),
+    last: el('span', { 'data-role': 'last-command' }), lastExit: el('span', { class: 'sub', 'data-role': 'last-exit' }),
+    open: el('button', { type: 'button', 'data-action': 'open', text: 'Open' }),
+    play: el('button', { type: 'button', 'data-action': 'play', text: 'Play recording', hidden: true }),
+    download: el('a', { 'data-role': 'recording', href: `api/sessions/${encodeURIComponent(id)}/recording`, download: `${id}.cast`, text: '.cast', hidden: true }),
+  };
+  cells.open.addEventListener('click', (e) => { e.stopPropagation(); openLive(id); });
+  cells.play.addEventListener('click', (e) => { e.stopPropagation(); openRecording(id); });
+  cells.download.addEventListener('click', (e) => e.stopPropagation());
+  const tr = el('tr', { 'data-session-id': id },
+    el('td', { class: 'state' }, cells.state, cells.waiting, cells.exit),
+    el('td', { class: 'command' }, cells.command, cells.cwd),
+    el('td', {}, cells.age),
+    el('td', {}, cells.controller, cells.held),
+    el('td', {}, cells.last, cells.lastExit),
+    el('td', { class: 'actions' }, cells.open, ' ', cells.play, ' ', cells.download));
+  tr.addEventListener('click', () => openLive(id));
+  r = { tr, cells };
+  state.rows.set(id, r);
+  return r;
+}
+
+function renderSession(s) {
+  const { tr, cells } = row(s.id);
+  tr.dataset.state = s.state;
+  tr.classList.toggle('state-exited', s.state === 'exited');
+  cells.state.textContent = s.state;
+  cells.exit.textContent = exitText(s.exit);
+  cells.waiting.hidden = !s.waiting_for_input || s.state === 'exited';
+  cells.command.textContent = commandLine(s.argv ?? []);
+  cells.cwd.textContent = s.cwd ?? '';
+  cells.age.textContent = age(Date.now() / 1000 - s.created);
+  cells.age.title = new Date(s.created * 1000).toLocaleString();
+  cells.controller.textContent = s.controller ? controllerText(s.controller, s.controller_user, s.controller_since) : '—';
+  cells.held.hidden = s.controller !== 'supervisor';
+  tr.dataset.controller = s.controller ?? '';
+  const last = s.last_command;
+  cells.last.textContent = last ? (last.command || '(no command text)') : '—';
+  cells.lastExit.textContent = !last ? '' : last.running ? 'running' : last.exit_code === null ? '' : `exit ${last.exit_code}`;
+  cells.lastExit.classList.toggle('exit-bad', !!last && !last.running && last.exit_code !== null && last.exit_code !== 0);
+  cells.play.hidden = !s.recording;
+  cells.download.hidden = !s.recording;
+}
+
+function renderList(sessions) {
+  const tbody = $('[data-role="sessions"] tbody');
+  const seen = new Set();
+  state.sessions.clear();
+  // Newest first: the session an agent just started is the one a person looks for.
+  const sorted = [...sessions].sort((a, b) => b.created - a.created || a.id.localeCompare(b.id));
+  let prev = null;
+  for (const s of sorted) {
+    state.sessions.set(s.id, s);
+    seen.add(s.id);
+    renderSession(s);
+    const { tr } = state.rows.get(s.id);
+    // Move rows only when out of place, so that a focused button keeps its focus.
+    const want = prev ? prev.nextSibling : tbody.firstChild;
+    if (want !== tr) tbody.insertBefore(tr, want);
+    prev = tr;
+  }
+  for (const [id, r] of state.rows) {
+    if (!seen.has(id)) { r.tr.remove(); state.rows.delete(id); }
+  }
+  for (const [, p] of state.panes) p.tr = state.rows.get(p.id)?.tr;
+  for (const r of state.rows.values()) r.tr.classList.toggle('open', state.panes.has(`live:${r.tr.dataset.sessionId}`));
+  $('[data-role="empty"]').hidden = sessions.length > 0;
+}
+
+setInterval(() => {
+  for (const s of state.sessions.values()) {
+    const r = state.rows.get(s.id);
+    if (r) r.cells.age.textContent = age(Date.now() / 1000 - s.created);
+  }
+}, 10_000);
+
+function connectEvents(attempt = 0) {
+  const link = $('[data-role="connection"]');
+  const ws = new WebSocket(wsUrl('ws/events'));
+  ws.addEventListener('open', () => { attempt = 0; link.textContent = 'live'; link.classList.remove('down'); });
+  ws.addEventListener('message', (ev) => {
+    let m;
+    try { m = JSON.parse(ev.data); } catch { return; }
+    if (m.type === 'sessions' && Array.isArray(m.sessions)) {
+      link.textContent = 'live';
+      link.classList.remove('down');
+      renderList(m.sessions);
+    } else if (m.type === 'unavailable') {
+      // The server is up but the daemon does not answer; the list stays as it was last seen.
+      link.textContent = `the daemon does not answer: ${m.message ?? ''}`;
+      link.classList.add('down');
+    }
+  });
+  ws.addEventListener('close', () => {
+    // Reconnect with a growing delay: the server may be restarting. This is not polling; one
+    // attempt at a time, and none while connected.
+    const delay = Math.min(10_000, 500 * 2 ** attempt);
+    link.textContent = `disconnected; retrying in ${Math.round(delay / 1000)} s`;
+    link.classList.add('down');
+    setTimeout(() => connectEvents(attempt + 1), delay);
+  });
+}
+
+// ---- panes ---------------------------------------------------------------------------------
+
+function paneFrame(kind, id, title) {
+  const root = el('section', { class: `pane ${kind}`, 'data-session-id': id, 'data-kind': kind, 'aria-label': `${kind === 'live' ? 'Terminal' : 'Recording'} of ${title}` });
+  const status = el('span', { class: 'status', 'data-role': 'status', 'aria-live': 'polite' });
+  const close = el('button', { type: 'button', 'data-action': 'close', 'aria-label': 'Close this pane', text: 'Close' });
+  const head = el('div', { class: 'pane-head' }, el('span', { class: 'pane-title', title, text: title }), status);
+  const notice = el('div', { class: 'notice', 'data-role': 'notice', role: 'status', 'aria-live': 'polite' });
+  const body = el('div', { class: 'term', 'data-role': 'terminal' });
+  root.append(head, notice, body);
+  return { root, head, status, close, notice, body };
+}
+
+function titleOf(id) {
+  const s = state.sessions.get(id);
+  return s ? `${commandLine(s.argv ?? [])}  (${id.slice(0, 8)})` : id;
+}
+
+class LivePane {
+  constructor(id) {
+    this.id = id;
+    this.key = `live:${id}`;
+    this.you = false;
+    this.mayControl = false;
+    this.ended = false;
+    this.noticeTimer = 0;
+    this.lastSize = '';
+    this.pending = 0;           // bytes handed to xterm.js and not yet parsed
+    this.skipping = false;
+    this.skipped = 0;
+    const f = paneFrame('live', id, titleOf(id));
+    Object.assign(this, f);
+    this.take = el('button', { type: 'button', 'data-action': 'take', text: 'Take control', hidden: true });
+    this.release = el('button', { type: 'button', 'data-action': 'release', text: 'Hand back', hidden: true });
+    this.take.addEventListener('click', () => this.send({ type: 'take' }));
+    this.release.addEventListener('click', () => this.send({ type: 'release' }));
+    this.close.addEventListener('click', () => this.dispose());
+    f.head.append(this.take, this.release, this.close);
+
+    this.term = new Terminal({
+      convertEol: false, scrollback: 5000, cursorBlink: false,
+      fontFamily: 'ui-monospace, "DejaVu Sans Mono", monospace', fontSize: 13,
+    });
+    this.fit = new FitAddon();
+    this.term.loadAddon(this.fit);
+    // While read-only, Tab and Shift+Tab move the focus (keyboard users can leave the terminal);
+    // while in control they belong to the session.
+    this.term.attachCustomKeyEventHandler((e) => this.you || e.key !== 'Tab');
+    this.term.onData((data) => this.sendInput(data));
+    this.term.open(this.body);
+    this.resizeObserver = new ResizeObserver(() => this.fitIfControlling());
+    this.resizeObserver.observe(this.body);
+    this.setStatus('connecting…');
+    this.connect();
+  }
+
+  connect() {
+    this.ws = new WebSocket(wsUrl(`ws/terminal?id=${encodeURIComponent(this.id)}`));
+    this.ws.binaryType = 'arraybuffer';
+    this.ws.addEventListener('message', (ev) => {
+      if (typeof ev.data !== 'string') { this.output(new Uint8Array(ev.data)); return; }
+      let m;
+      try { m = JSON.parse(ev.data); } catch { return; }
+      this.onMessage(m);
+    });
+    this.ws.addEventListener('close', (ev) => {
+      this.you = false;
+      this.showControl();
+      if (!this.ended) this.setStatus(ev.code === 1008 ? 'refused' : 'disconnected');
+      this.take.hidden = true;
+    });
+  }
+
+  // A browser cannot slow a WebSocket down, so a session that prints faster than xterm.js
+  // draws would queue without bound in the page (xterm.js itself discards past 50 MB,
+  // silently). Past HIGH bytes not yet parsed the page skips output, says so, and resumes
+  // below LOW: as the daemon does for an observer that falls behind (`dropped`).
+  output(bytes) {
+    if (this.skipping) {
+      this.skipped += bytes.length;
+      return;
+    }
+    if (this.pending > limits.high) {
+      this.skipping = true;
+      this.skipped = bytes.length;
+      this.notice.textContent = 'falling behind: skipping output until the terminal catches up';
+      return;
+    }
+    this.pending += bytes.length;
+    this.term.write(bytes, () => {
+      this.pending -= bytes.length;
+      if (this.skipping && this.pending < limits.low) {
+        this.skipping = false;
+        this.flash(`fell behind: ${this.skipped} bytes of output skipped`);
+      }
+    });
+  }
+
+  // The server closes a socket whose message exceeds 64 KiB, and a paste can be longer: send
+  // pieces of at most 8192 UTF-16 units (under 48 KiB of JSON even if every one is escaped
+  // as \u00XX), never splitting a surrogate pair.
+  sendInput(data) {
+    for (let at = 0; at < data.length;) {
+      let end = Math.min(data.length, at + 8192);
+      const last = data.charCodeAt(end - 1);
+      if (end < data.length && last >= 0xd800 && last <= 0xdbff) end--;
+      this.send({ type: 'input', data: data.slice(at, end) });
+      at = end;
+    }
+  }
+
+  send(msg) {
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
+  onMessage(m) {
+    switch (m.type) {
+      case 'attached':
+        this.mayControl = !!m.may_control && !!state.info?.may_control;
+        this.sessionState = m.state;
+        // Read-only, the terminal takes the session's size: its output is laid out for it.
+        if (m.size?.cols > 0 && m.size?.rows > 0) this.term.resize(m.size.cols, m.size.rows);
+        this.control(m.controller, m.controller_user, m.controller_since ?? null, !!m.you);
+        break;
+      case 'controller':
+        this.control(m.controller, m.controller_user, m.since ?? null, !!m.you);
+        break;
+      case 'refused':
+        if (m.code === 'read_only') this.flash(this.mayControl ? 'read-only: press “Take control” to type' : 'read-only: you may watch this session, not type in it');
+        else this.flash(m.message || m.code);
+        break;
+      case 'dropped':
+        this.flash(`fell behind: ${m.lost} bytes of output skipped`);
+        break;
+      case 'exit':
+        this.ended = true;
+        this.you = false;
+        this.setStatus(`exited${m.exit ? ` (${exitText(m.exit)})` : ''}`);
+        this.showControl();
+        this.take.hidden = true;
+        break;
+      case 'error':
+        this.notice.textContent = `error: ${m.message || m.code}`;
+        break;
+      default:
+        break;
+    }
+  }
+
+  control(controller, user, since, you) {
+    this.you = you;
+    this.controller = controller;
+    if (you) this.setStatus('You have control');
+    else if (controller === 'supervisor') this.setStatus(`Read-only · ${controllerText(controller, user, since)} has control`);
+    else this.setStatus('Read-only · the agent has control');
+    this.showControl();
+    if (you) {
+      // A "read-only" notice from before the take no longer holds.
+      clearTimeout(this.noticeTimer);
+      if (!this.skipping) this.notice.textContent = '';
+      this.lastSize = '';
+      this.fitIfControlling();
+      this.term.focus();
+    }
+  }
+
+  showControl() {
+    this.root.classList.toggle('controlling', this.you);
+    this.take.hidden = !this.mayControl || this.you || this.ended;
+    this.release.hidden = !this.you;
+  }
+
+  // While in control the session takes the pane's size (on take and whenever the pane resizes).
+  fitIfControlling() {
+    if (!this.you) return;
+    try { this.fit.fit(); } catch { return; }
+    const size = `${this.term.cols}x${this.term.rows}`;
+    if (size === this.lastSize) return;
+    this.lastSize = size;
+    this.send({ type: 'resize', cols: this.term.cols, rows: this.term.rows });
+  }
+
+  setStatus(text) { this.status.textContent = text; this.root.dataset.status = text; }
+
+  flash(text) {
+    this.notice.textContent = text;
+    clearTimeout(this.noticeTimer);
+    this.noticeTimer = setTimeout(() => { this.notice.textContent = ''; }, 2500);
+  }
+
+  // The text on the terminal's screen and scrollback (tests and the benchmark read it).
+  text() {
+    const b = this.term.buffer.active;
+    const lines = [];
+    for (let i = 0; i < b.length; i++) lines.push(b.getLine(i)?.translateToString(true) ?? '');
+    return lines.join('\n');
+  }
+
+  dispose() {
+    this.ended = true;
+    this.resizeObserver.disconnect();
+    try { this.ws.close(1000); } catch { /* already closed */ }
+    this.term.dispose();
+    this.root.remove();
+    state.panes.delete(this.key);
+    state.rows.get(this.id)?.tr.classList.remove('open');
+    state.rows.get(this.id)?.cells.open.focus();
+  }
+}
+
+class RecordingPane {
+  constructor(id) {
+    this.id = id;
+    this.key = `play:${id}`;
+    const f = paneFrame('recording', id, `recording of ${titleOf(id)}`);
+    Object.assign(this, f);
+    f.head.append(this.close);
+    this.close.addEventListener('click', () => this.dispose());
+    this.setStatus('loading…');
+    if (!window.AsciinemaPlayer) { this.setStatus('player not loaded'); return; }
+    this.player = window.AsciinemaPlayer.create(`api/sessions/${encodeURIComponent(id)}/recording`, this.body, {
+      autoPlay: true, fit: 'width', idleTimeLimit: 2, terminalFontSize: '13px',
+    });
+    this.player.addEventListener('play', () => this.setStatus('playing'));
+    this.player.addEventListener('playing', () => this.setStatus('playing'));
+    this.player.addEventListener('pause', () => this.setStatus('paused'));
+    this.player.addEventListener('ended', () => this.setStatus('ended'));
+  }
+
+  setStatus(text) { this.status.textContent = text; this.root.dataset.status = text; }
+
+  dispose() {
+    try { this.player?.dispose(); } catch { /* nothing left to free */ }
+    this.root.remove();
+    state.panes.delete(this.key);
+    state.rows.get(this.id)?.cells.play.focus();
+  }
+}
+
+function openPane(key, make) {
+  const existing = state.panes.get(key);
+  if (existing) { existing.root.scrollIntoView({ block: 'nearest' }); existing.close.focus(); return existing; }
+  const pane = make();
+  state.panes.set(key, pane);
+  $('[data-role="panes"]').append(pane.root);
+  if (pane.term) pane.term.focus();
+  return pane;
+}
+
+function openLive(id) {
+  openPane(`live:${id}`, () => new LivePane(id));
+  state.rows.get(id)?.tr.classList.add('open');
+}
+
+function openRecording(id) { openPane(`play:${id}`, () => new RecordingPane(id)); }
+
+// ---- start ---------------------------------------------------------------------------------
+
+async function main() {
+  try {
+    const r = await fetch('api/info', { credentials: 'same-origin' });
+    if (!r.ok) throw new Error(`api/info: HTTP ${r.status}`);
+    state.info = await r.json();
+    const who = $('[data-role="who"]');
+    who.textContent = `${state.info.user} · ${state.info.role}${state.info.may_control ? ' (may take control)' : ' (watch only)'} · ${state.info.version}`;
+    document.body.dataset.role = state.info.role;
+    document.body.dataset.mayControl = String(!!state.info.may_control);
+  } catch (e) {
+    $('[data-role="who"]').textContent = `cannot reach the console's server: ${e.message}`;
+  }
+  connectEvents();
+  document.body.dataset.ready = 'true';
+}
+
+main();
