@@ -141,7 +141,10 @@ class Report:
                          f"{parts(v, 'wakeups_per_s', '.1f')} / {v['wakeups_per_s']:.1f} |")
                 if v.get("note"):
                     notes.append(f"{k} sessions: {v['note']}.")
-            L += ["", f"RSS after the sessions ended: {mm['after']['rss_kib']} KiB." + "".join(" " + n for n in notes), ""]
+            ap = mm["after"].get("parts", {})
+            L += ["", f"RSS after the sessions ended: {mm['after']['rss_kib']} KiB"
+                  + (" (" + ", ".join(f"{part} {v}" for part, v in ap.items()) + ")" if ap else "") + "."
+                  + "".join(" " + n for n in notes), ""]
         persistent = [n for n in ("idle-sessions", "replay", "observers") if n in R]
         if persistent:
             stamp = lambda name: (f"Commit {m['git']}" + (" (with uncommitted changes)" if m.get("dirty") else "")  # noqa: E731
@@ -203,6 +206,18 @@ class Report:
                   + (" (" + ", ".join(f"{part} {v:.2f}" for part, v in cpu_parts.items()) + ")" if cpu_parts else "")
                   + f" (± {10 / lj['requests']:.2f} ms: one tick over them all). "
                   f"The reply named **{lj['listed']} of the {k}** sessions (`{s['commands']['list']}`).", ""]
+            fl = s.get("first_list")
+            if fl:
+                L += [f"The first LIST, timed alone before those (`{s['commands']['first_list']}`): "
+                      f"{fl['us']['max'] / 1000:.2f} ms, with "
+                      + ", ".join(f"{part} {v:.0f} ms" for part, v in fl["cpu_ms"].items())
+                      + f" of CPU; it named {fl['listed']} of the {k} sessions.", ""]
+            worst_list = max(lu["p99"], fl["us"]["max"] if fl else 0) / 1000
+            list_verdict = self.verdict(worst_list, GOAL_LIST_MS, "ms", at="the longer of the first LIST and p99:")
+            if lj["listed"] != k:
+                # A reply that leaves sessions out is not a LIST of k sessions, however fast.
+                list_verdict = (f"**not met**: {k - lj['listed']} of the {k} sessions missing from the reply "
+                                f"(timing: {list_verdict})")
             goals += [(f"memory per idle session ≤ {GOAL_IDLE_KIB:.0f} KiB ({k} sessions), ptyvisord and ptyvisor-screen",
                        f"{tot_text(tp)} (PSS ptyvisord {per['ptyvisord:Pss']:.2f}, ptyvisor-screen "
                        f"{per['ptyvisor-screen:Pss']:.2f}; memfd allocated {per['memfd_allocated']:.2f}; page tables "
@@ -212,9 +227,9 @@ class Report:
                        + " voluntary context switches",
                        self.verdict(w["voluntary_per_s"], 0, "/s")),
                       (f"LIST ≤ {GOAL_LIST_MS:.0f} ms with {k} sessions",
-                       f"p50 {lu['p50'] / 1000:.2f} ms, p99 {lu['p99'] / 1000:.2f} ms; {lj['listed']} of {k} listed",
-                       self.verdict(lu["p99"] / 1000, GOAL_LIST_MS, "ms", at="p99")
-                       + ("" if lj["listed"] == k else f"; and {k - lj['listed']} sessions missing from the reply"))]
+                       (f"first LIST {fl['us']['max'] / 1000:.2f} ms; then " if fl else "")
+                       + f"p50 {lu['p50'] / 1000:.2f} ms, p99 {lu['p99'] / 1000:.2f} ms; {lj['listed']} of {k} listed",
+                       list_verdict)]
         if "replay" in R:
             r = R["replay"]
             L += [f"### Persistent sessions: replay of a full log (ATTACH from=start)", "", stamp("replay"), "",

@@ -53,7 +53,8 @@ class Memory:
                 self.row("memory", f"{k} idle sessions", part, "rss per session", round(v["rss_per_session_kib"], 1), "KiB")
                 self.row("idle", f"{k} idle sessions", part, "wake-ups", v["wakeups_per_s"], "1/s")
         after = self.proc_stat()
-        out["after"] = {"rss_kib": after["rss_kib"], "fds": after["fds"]}
+        out["after"] = {"rss_kib": after["rss_kib"], "fds": after["fds"],
+                        "parts": {part: v["rss_kib"] for part, v in after["parts"].items()}}
         self.results["memory"] = out
 
     @staticmethod
