@@ -128,6 +128,7 @@ class Report:
                   "| idle sessions | RSS KiB: ptyvisord / ptyvisor-screen / both | RSS per session KiB: ptyvisord / "
                   "ptyvisor-screen / both | PSS per session KiB: ptyvisord / ptyvisor-screen | fds per session | "
                   "wake-ups/s: ptyvisord / ptyvisor-screen / both |", "| --- | --- | --- | --- | --- | --- |"]
+
             def parts(v, key, fmt):
                 p = v.get("parts", {})
                 return " / ".join(format(p[x][key], fmt) if x in p else "n/a" for x in ("ptyvisord", "ptyvisor-screen"))
@@ -180,7 +181,8 @@ class Report:
                               ("memfds", "output logs: memfds (count)"), ("fds", "descriptors of ptyvisord (count)")):
                 L.append(f"| {name} | {b[key]} | {a[key]} | {per[key]:.2f} | | |")
             L.append("| **total: RSS − RssShmem + page tables, each process; memfd allocated once, with ptyvisord** "
-                     f"(each page once) | | | **{tp['ptyvisord']:.2f}** | **{tp['ptyvisor-screen']:.2f}** | **{tp['both']:.2f}** |")
+                     f"(each page once) | | | **{tp['ptyvisord']:.2f}** | **{tp['ptyvisor-screen']:.2f}** | "
+                     f"**{tp['both']:.2f}** |")
             w0, w = s["wakeups_0"], s["wakeups"]
             lj = s["list"]
             lu = lj["us"]
