@@ -6,7 +6,11 @@ rotated by r), repeats, and reports medians and ratios against the physical limi
 forkpty() reader in bench/termbench). Throughput samples count only with the exact byte
 count the terminal must relay, and nothing is retried: a failed sample fails its contender.
 "ptyvisor-raw" is termbench's raw protocol client; "ptyvisor (CLI)" is `ptyvisor run`. Results: DIR/results.json, DIR/results.csv,
-DIR/results.md and DIR/performance.png.
+DIR/results.md and DIR/performance.png. Every run records its start and end (UTC), the commit and
+the load average at both; one whose 1-minute load average at its start or end was above half
+the CPUs says "overlapped other work (load X)" in results.md and in its last printed line.
+The daemon is measured as ptyvisord and its screen worker (ptyvisor-screen), each on its own
+and both together.
 
 The persistent-session benchmarks (idle-sessions, replay, observers) use bench/sessionbench,
 a raw protocol client of version 2, and measure against the goals of docs/performance.md,
@@ -109,6 +113,10 @@ def main():
     log(f"done in {time.time() - t0:.1f} s; results in {args.out}/results.md")
     with open(os.path.join(args.out, "results.md")) as f:
         print(f.read())
+    r = suite.run_record
+    print(f"Run {r['start']} to {r['end']}, commit {r['commit_short'] or 'unknown'}{'-dirty' if r['dirty'] else ''}; "
+          f"1-minute load average {r['loadavg_1m']['start']:.2f} at the start, {r['loadavg_1m']['end']:.2f} at the end"
+          + (f": {r['overlap_note']}" if r["overlapped"] else ""), flush=True)
     broken = [f for f in suite.failures if f["contender"] in REQUIRED or f["bench"] in ("suite", *PERSISTENT)]
     for f in suite.failures:
         log(f"failure: {f['bench']}/{f['contender']}: {f['reason']}")

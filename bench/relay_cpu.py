@@ -7,7 +7,15 @@ DIR (and the baseline's) holds ptyvisord, ptyvisor and ptyvisor-screen, or is a 
 (src/server/ptyvisord with ptyvisor-screen beside it, src/cli/ptyvisor). Each gets a private
 daemon (direct backend, screen worker on) started here as a service would be (a process
 session of its own). Round r runs every contender once, in an order rotated by r; each runs
-`head -c N /dev/zero` as the test account, its stdout to /dev/null (no reader's cost).
+`head -c N /dev/zero` as the test account, its stdout a fresh memfd (a file in memory, no
+reader process whose cost would be counted): the memfd's size afterwards is the bytes the
+contender relayed. A sample whose count is not N (zeros cross a terminal unchanged) is
+discarded and fails its contender: none of its later samples is taken, and the run exits 1.
+Nothing is retried.
+
+It prints first the commit of the repository it is in (`git rev-parse --short HEAD`, with
+"-dirty" when tracked files differ from it), and the start and end time (UTC) with the load
+average at both: a 1-minute figure above half the CPUs says the run overlapped other work.
 
 Per contender it prints medians over the rounds of:
   wall       the client process's wall time, and N / wall;
@@ -17,7 +25,7 @@ Per contender it prints medians over the rounds of:
   worker     ptyvisor-screen's CPU, and its voluntary context switches (its wakeups);
   client     the client's CPU as reaped: the CLI alone (the daemon starts the command), or
              script with `head`, its child.
-Needs root. Nothing is retried; a contender that fails stops the run.
+Needs root. A contender whose command fails stops the run.
 """
 import argparse
 import glob
@@ -32,6 +40,28 @@ import time
 
 ACCOUNT = "ptyvisor-test"
 TICK = os.sysconf("SC_CLK_TCK")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def commit():
+    """The commit of this script's repository, short, "-dirty" when a tracked file differs
+    (the figures are then of a tree no commit names); "unknown" outside a git checkout."""
+    def git(*a):
+        r = subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True, timeout=30)
+        return r.stdout.strip() if r.returncode == 0 else None
+    head = git("rev-parse", "--short", "HEAD")
+    if head is None:
+        return "unknown"
+    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def moment():
+    """(UTC time, the 1/5/15-minute load averages) now."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), os.getloadavg()
+
+
+def load_text(load):
+    return ", ".join(f"{x:.2f}" for x in load)
 
 
 def as_account(argv):
@@ -117,7 +147,11 @@ def main():
     work = tempfile.mkdtemp(prefix="ptyvisor-relay-cpu.")
     os.chmod(work, 0o755)
     command = f"head -c {args.bytes} /dev/zero"
+    status = 0
     daemons, contenders = {}, {}
+    cpus = os.cpu_count() or 1
+    started, load0 = moment()
+    print(f"commit {commit()}; start {started}, load average {load_text(load0)} ({cpus} CPUs)", flush=True)
     try:
         for name, bindir in (("ptyvisor (CLI)", args.build), ("ptyvisor (baseline CLI)", args.baseline)):
             if not bindir:
@@ -132,18 +166,32 @@ def main():
         contenders["script"] = as_account(["script", "-q", "-c", command, "/dev/null"])
         names = list(contenders)
         samples = {name: [] for name in names}
+        failed = {}  # contender -> why its sample was discarded
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
+                if name in failed:
+                    continue
                 daemon = daemons[name][0].pid if name in daemons else None
                 workers = children_named(daemon, "ptyvisor-screen") if daemon else []
-                d0 = cpu_seconds(daemon) if daemon else 0.0
-                w0 = sum(cpu_seconds(w) for w in workers)
-                s0 = sum(voluntary_switches(w) for w in workers)
-                c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                b0, t0 = machine_busy(), time.perf_counter()
-                subprocess.run(contenders[name], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd="/tmp", check=True)
-                wall, busy = time.perf_counter() - t0, machine_busy() - b0
-                c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                # The sink: a memfd, whose size afterwards is what the contender wrote. Its
+                # pages are allocated as written, the same cost for every contender.
+                sink = os.memfd_create("relay-cpu-sink", os.MFD_CLOEXEC)
+                try:
+                    d0 = cpu_seconds(daemon) if daemon else 0.0
+                    w0 = sum(cpu_seconds(w) for w in workers)
+                    s0 = sum(voluntary_switches(w) for w in workers)
+                    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    b0, t0 = machine_busy(), time.perf_counter()
+                    subprocess.run(contenders[name], stdin=subprocess.DEVNULL, stdout=sink, cwd="/tmp", check=True)
+                    wall, busy = time.perf_counter() - t0, machine_busy() - b0
+                    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    relayed = os.fstat(sink).st_size
+                finally:
+                    os.close(sink)
+                if relayed != args.bytes:
+                    failed[name] = f"round {r + 1}: {relayed} bytes relayed, {args.bytes} expected; sample discarded"
+                    print(f"relay_cpu: FAIL {name}: {failed[name]}", file=sys.stderr, flush=True)
+                    continue
                 samples[name].append({
                     "wall": wall,
                     "busy": busy,
@@ -151,19 +199,38 @@ def main():
                     "worker": sum(cpu_seconds(w) for w in workers) - w0,
                     "wakeups": sum(voluntary_switches(w) for w in workers) - s0,
                     "client": c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime,
+                    "bytes": relayed,
                 })
-        print(f"{args.bytes} bytes of zeros to /dev/null, median of {args.rounds} rounds (seconds of CPU)")
-        print(f"{'contender':26s} {'wall s':>7s} {'MB/s':>7s} {'busy':>6s} {'daemon':>7s} {'worker':>7s} {'wakeups':>8s} {'client':>7s}")
+        ended, load1 = moment()
+        print(f"{args.bytes} bytes of zeros into a memfd, every sample's count checked; "
+              f"median of {args.rounds} rounds (seconds of CPU)")
+        print(f"{'contender':26s} {'samples':>7s} {'wall s':>7s} {'MB/s':>7s} {'busy':>6s} {'daemon':>7s} {'worker':>7s} "
+              f"{'wakeups':>8s} {'client':>7s}")
         for name in names:
+            if not samples[name]:
+                print(f"{name:26s} {0:7d}   (no sample counted)")
+                continue
             med = {k: statistics.median(s[k] for s in samples[name]) for k in samples[name][0]}
-            print(f"{name:26s} {med['wall']:7.3f} {args.bytes / med['wall'] / 1e6:7.1f} {med['busy']:6.2f} "
-                  f"{med['daemon']:7.2f} {med['worker']:7.2f} {med['wakeups']:8.0f} {med['client']:7.2f}")
+            ours = name in daemons  # script has no daemon and no worker: a dash, not a zero
+            cell = lambda k, fmt: format(med[k], fmt) if ours else "–".rjust(int(fmt.split(".")[0]))  # noqa: E731
+            print(f"{name:26s} {len(samples[name]):7d} {med['wall']:7.3f} {args.bytes / med['wall'] / 1e6:7.1f} "
+                  f"{med['busy']:6.2f} {cell('daemon', '7.2f')} {cell('worker', '7.2f')} {cell('wakeups', '8.0f')} "
+                  f"{med['client']:7.2f}")
+        print(f"start {started}, load average {load_text(load0)}; end {ended}, load average {load_text(load1)}")
+        peak = max(load0[0], load1[0])
+        if peak > 0.5 * cpus:
+            print(f"overlapped other work (load {peak:.2f} on {cpus} CPUs)")
+        for name, why in failed.items():
+            print(f"FAILED {name}: {why}")
+        if failed:
+            status = 1
     finally:
         for daemon, _ in daemons.values():
             daemon.terminate()
             daemon.wait(timeout=10)
         subprocess.run(["rm", "-rf", work], check=False)
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,6 +16,10 @@
 # 1 when one of them failed (nothing is retried); 2 on bad usage or a failed build. Timing
 # never fails it.
 # --smoke: tiny sizes, one round, installs nothing; under 2 minutes once built.
+# Every run records its start and end (UTC), the commit and the load average at both; one
+# whose 1-minute load average at either was above half the CPUs prints and writes
+# "overlapped other work (load X)". The daemon is measured as ptyvisord and its screen
+# worker, each on its own and together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

@@ -17,16 +17,21 @@ from .common import ROOT, ACCOUNT, log, Failure
 SCREEN_WORKER = "ptyvisor-screen"
 
 
-def service_pids(pid):
-    """A daemon's PID and those of its screen workers (its children named ptyvisor-screen):
-    the daemon keeps every session's screen there, so its per-session memory and CPU are
-    counted with the daemon's. A worker restarted between two readings starts from zero:
-    a difference over that window undercounts."""
-    pids = [pid]
+PARTS = ("ptyvisord", "ptyvisor-screen")  # a daemon's processes, in the order reports name them
+
+
+def service_parts(pid):
+    """A daemon's processes by part: {"ptyvisord": [pid], "ptyvisor-screen": [its children
+    named ptyvisor-screen]}. The daemon keeps every session's screen in that worker, so what a
+    session costs is the two together; each is measured on its own too, so that a report
+    can say which of them grew. A worker restarted between two readings starts from zero: a
+    difference over that window undercounts (the measurements return the workers' PIDs, so
+    that a caller can refuse such a window)."""
+    workers = []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return pids
+        tids = []
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/children") as f:
@@ -37,10 +42,46 @@ def service_pids(pid):
             try:
                 with open(f"/proc/{child}/comm") as f:
                     if f.read().strip() == SCREEN_WORKER[:15]:
-                        pids.append(child)
+                        workers.append(child)
             except OSError:
                 pass
-    return pids
+    return {"ptyvisord": [pid], "ptyvisor-screen": sorted(workers)}
+
+
+def service_pids(pid):
+    """A daemon's PID and those of its screen workers (service_parts, flattened)."""
+    return [p for part in service_parts(pid).values() for p in part]
+
+
+def process_counters(pids):
+    """User + system CPU seconds, voluntary and involuntary context switches and schedstat
+    runs, summed over every thread of `pids`. A process or thread that ended meanwhile adds
+    nothing (a screen worker the daemon is restarting)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    c = {"cpu": 0.0, "voluntary": 0, "involuntary": 0, "runs": 0}
+    for p in pids:
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{p}/task/{tid}/status") as f:
+                    status = f.read()
+                with open(f"/proc/{p}/task/{tid}/schedstat") as f:
+                    runs = int(f.read().split()[2])
+            except OSError:
+                continue
+            c["cpu"] += (int(fields[11]) + int(fields[12])) / tick
+            for line in status.splitlines():
+                if line.startswith("voluntary_ctxt_switches"):
+                    c["voluntary"] += int(line.split()[1])
+                elif line.startswith("nonvoluntary_ctxt_switches"):
+                    c["involuntary"] += int(line.split()[1])
+            c["runs"] += runs
+    return c
 
 
 class Harness:
@@ -180,7 +221,8 @@ class Harness:
         would type it, with the socket as $SOCKET)."""
         tail = ["--timeout", str(timeout)] + [str(a) for a in args]
         argv = [self.bin["sessionbench"], mode, "--socket", sock or self.socket] + tail
-        shown = " ".join([os.path.relpath(self.bin["sessionbench"], ROOT), mode, "--socket", "$SOCKET"] +
+        # Shown as built (the suite runs a copy from its temporary directory, which is gone after).
+        shown = " ".join([os.path.relpath(os.path.join(self.build, "bench/sessionbench"), ROOT), mode, "--socket", "$SOCKET"] +
                          [shlex.quote(a) for a in tail])
         _, p = self.run(argv, timeout + 10, account=True, input=input)
         return json.loads(p.stdout.decode().strip().splitlines()[-1]), shown
@@ -300,41 +342,31 @@ class Harness:
         log(f"could not remove {cgroup}")
 
     def proc_stat(self):
-        """The main daemon's service, ptyvisord and its screen worker together (service_pids):
-        cpu seconds, voluntary+involuntary context switches, schedstat runs, rss and pss KiB
-        (summed; `screen_rss_kib` is the worker's part), and the daemon's own descriptors."""
+        """The main daemon's service (service_parts): cpu seconds, voluntary+involuntary
+        context switches, schedstat runs, rss and pss KiB of ptyvisord and its screen worker
+        together, and of each in `parts`; the worker's PIDs; the daemon's own descriptors."""
         pid = self.daemon.pid
-        tick = os.sysconf("SC_CLK_TCK")
-        cpu = switches = runs = rss = pss = screen_rss = 0
-        for p in service_pids(pid):
-            try:
-                for tid in os.listdir(f"/proc/{p}/task"):
-                    with open(f"/proc/{p}/task/{tid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                    cpu += (int(fields[11]) + int(fields[12])) / tick
-                    with open(f"/proc/{p}/task/{tid}/status") as f:
-                        for line in f:
-                            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                                switches += int(line.split()[1])
-                    with open(f"/proc/{p}/task/{tid}/schedstat") as f:
-                        runs += int(f.read().split()[2])
-                with open(f"/proc/{p}/status") as f:
-                    for line in f:
-                        if line.startswith("VmRSS:"):
-                            rss += int(line.split()[1])
-                            screen_rss += int(line.split()[1]) if p != pid else 0
-                with open(f"/proc/{p}/smaps_rollup") as f:
-                    for line in f:
-                        if line.startswith("Pss:"):
-                            pss += int(line.split()[1])
-            except OSError:
-                if p == pid:
-                    raise
-                # A screen worker that ended meanwhile: the daemon starts another.
+        parts = {}
+        service = service_parts(pid)
+        for part, pids in service.items():
+            c = process_counters(pids)
+            rss = pss = 0
+            for p in pids:
+                try:
+                    with open(f"/proc/{p}/status") as f:
+                        rss += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+                    with open(f"/proc/{p}/smaps_rollup") as f:
+                        pss += next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0)
+                except OSError:
+                    if p == pid:
+                        raise
+                    # A screen worker that ended meanwhile: the daemon starts another.
+            parts[part] = {"cpu": c["cpu"], "switches": c["voluntary"] + c["involuntary"], "runs": c["runs"],
+                           "rss_kib": rss, "pss_kib": pss}
+        out = {k: sum(v[k] for v in parts.values()) for k in ("cpu", "switches", "runs", "rss_kib", "pss_kib")}
         # Descriptors are the daemon's alone: wait_daemon_quiet() waits for its sessions'.
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
-        return {"cpu": cpu, "switches": switches, "runs": runs, "rss_kib": rss, "pss_kib": pss,
-                "screen_rss_kib": screen_rss, "fds": fds}
+        out.update({"parts": parts, "workers": service["ptyvisor-screen"], "fds": len(os.listdir(f"/proc/{pid}/fd"))})
+        return out
 
     def wait_daemon_quiet(self, fds, timeout=60):
         """Waits until the daemon's descriptor count is back to `fds` (sessions cleaned up)."""
@@ -485,30 +517,42 @@ class Harness:
         return self.harness["exec"] + ["systemd-run", "--pty", "--quiet", "-p", f"User={ACCOUNT}",
                                        "/bin/sh", "-c", cmd]
 
+    # A run whose 1-minute load average, at its start or its end, is above this share of the
+    # CPUs shared them with other work: every figure then includes waiting for a CPU.
+    OVERLAP_SHARE = 0.5
+
     def begin_run(self):
-        """Records the start of the run: its time, the commit measured, the load average."""
+        """Records the start of the run: its time (UTC), the commit measured, the load average."""
         def git(*a):
             r = subprocess.run(["git", "-C", ROOT] + list(a), capture_output=True, text=True, timeout=10)
             return r.stdout.strip() if r.returncode == 0 else ""
-        self.run_record = {"start": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "commit": git("rev-parse", "HEAD"),
+        self.run_record = {"start": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                           "commit": git("rev-parse", "HEAD"), "commit_short": git("rev-parse", "--short", "HEAD"),
                            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
                            "cpus": os.cpu_count(), "loadavg": {"start": os.getloadavg()}, "load_samples": []}
         self.note_load("start")
 
     def note_load(self, when):
-        """Samples the 1-minute load average (at the start, after each benchmark, at the end):
-        the machine was busy when one sample exceeds its core count."""
+        """Samples the 1-minute load average (at the start, after each benchmark, at the end)."""
         self.run_record["load_samples"].append({"when": when, "loadavg_1m": os.getloadavg()[0]})
 
     def end_run(self):
+        """Records the end of the run, and whether it overlapped other work: a 1-minute load
+        average at its start or its end above OVERLAP_SHARE of the CPUs."""
         r = self.run_record
         self.note_load("end")
-        r["end"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        r["end"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         r["loadavg"]["end"] = os.getloadavg()
+        r["loadavg_1m"] = {"start": r["loadavg"]["start"][0], "end": r["loadavg"]["end"][0]}
         r["max_loadavg_1m"] = max(x["loadavg_1m"] for x in r["load_samples"])
+        r["overlap_threshold"] = self.OVERLAP_SHARE * r["cpus"]
+        worst = max(r["loadavg_1m"].values())
+        r["overlapped"] = worst > r["overlap_threshold"]
+        r["overlap_note"] = f"overlapped other work (load {worst:.2f})" if r["overlapped"] else ""
         r["busy"] = r["max_loadavg_1m"] > r["cpus"]
-        if r["busy"]:
-            log(f"the machine was busy: load average up to {r['max_loadavg_1m']:.2f} on {r['cpus']} cores")
+        if r["overlapped"]:
+            log(f"this run {r['overlap_note']}: 1-minute load average {r['loadavg_1m']['start']:.2f} at the start, "
+                f"{r['loadavg_1m']['end']:.2f} at the end, on {r['cpus']} CPUs (threshold {r['overlap_threshold']:.2f})")
 
     def row(self, bench, case, contender, metric, value, unit, ratio=None):
         self.rows.append({"bench": bench, "case": case, "contender": contender, "metric": metric,
@@ -537,88 +581,98 @@ class Harness:
         if cg:
             self.extra_cgroups.append(cg)
 
+    MEMORY_KEYS = ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE", "Pss", "Pss_Anon", "Pss_Shmem")
+
     def daemon_memory(self, pid):
-        """A daemon's memory, ptyvisord and its screen worker together (service_pids), as the
-        kernel accounts it: VmRSS and its parts and VmPTE (page tables) from /proc/PID/status,
-        Pss from /proc/PID/smaps_rollup, summed over the two; `screen_VmRSS` is the worker's
-        part. The memfds (the output logs) of either, each counted once: how many, their size
-        and the bytes allocated to them (st_blocks * 512, through /proc/PID/fd, which needs
-        root). `fds` is the daemon's own descriptors. KiB, but `memfds` and `fds` (counts)."""
-        m = {k: 0 for k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE", "Pss", "Pss_Anon", "Pss_Shmem",
-                            "screen_VmRSS")}
+        """A daemon's memory as the kernel accounts it, ptyvisord and its screen worker
+        (service_parts): VmRSS and its parts and VmPTE (page tables) from /proc/PID/status,
+        Pss and its parts from /proc/PID/smaps_rollup. KEY is the two summed; "ptyvisord:KEY"
+        and "ptyvisor-screen:KEY" each's own. The memfds (the output logs) of either, each
+        counted once: how many, their size and the bytes allocated to them (st_blocks * 512,
+        through /proc/PID/fd, which needs root). `fds` is the daemon's own descriptors;
+        `worker_pids` the workers measured. KiB, but `memfds`, `fds` (counts) and the PIDs."""
+        m = {f"{part}:{k}" if part else k: 0 for part in ("",) + PARTS for k in self.MEMORY_KEYS}
         memfds, fds = {}, 0
-        for p in service_pids(pid):
-            try:
-                with open(f"/proc/{p}/status") as f:
-                    for line in f:
-                        k = line.split(":")[0]
-                        if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmPTE"):
-                            m[k] += int(line.split()[1])
-                            if k == "VmRSS" and p != pid:
-                                m["screen_VmRSS"] += int(line.split()[1])
-                with open(f"/proc/{p}/smaps_rollup") as f:
-                    for line in f:
-                        k = line.split(":")[0]
-                        if k in ("Pss", "Pss_Anon", "Pss_Shmem"):
-                            m[k] += int(line.split()[1])
-                for fd in os.listdir(f"/proc/{p}/fd"):
-                    fds += p == pid
-                    try:
-                        if not os.readlink(f"/proc/{p}/fd/{fd}").startswith("/memfd:"):
+        service = service_parts(pid)
+        for part, pids in service.items():
+            for p in pids:
+                try:
+                    with open(f"/proc/{p}/status") as f:
+                        for line in f:
+                            k = line.split(":")[0]
+                            if k in self.MEMORY_KEYS:
+                                m[k] += int(line.split()[1])
+                                m[f"{part}:{k}"] += int(line.split()[1])
+                    with open(f"/proc/{p}/smaps_rollup") as f:
+                        for line in f:
+                            k = line.split(":")[0]
+                            if k in ("Pss", "Pss_Anon", "Pss_Shmem"):
+                                m[k] += int(line.split()[1])
+                                m[f"{part}:{k}"] += int(line.split()[1])
+                    for fd in os.listdir(f"/proc/{p}/fd"):
+                        fds += p == pid
+                        try:
+                            if not os.readlink(f"/proc/{p}/fd/{fd}").startswith("/memfd:"):
+                                continue
+                            st = os.stat(f"/proc/{p}/fd/{fd}")
+                        except OSError:  # closed meanwhile
                             continue
-                        st = os.stat(f"/proc/{p}/fd/{fd}")
-                    except OSError:  # closed meanwhile
-                        continue
-                    memfds[(st.st_dev, st.st_ino)] = st
-            except OSError:
-                if p == pid:
-                    raise
-                # A screen worker that ended meanwhile: the daemon starts another.
+                        memfds[(st.st_dev, st.st_ino)] = st
+                except OSError:
+                    if p == pid:
+                        raise
+                    # A screen worker that ended meanwhile: the daemon starts another.
         m.update({"memfds": len(memfds), "memfd_size": sum(st.st_size for st in memfds.values()) // 1024,
-                  "memfd_allocated": sum(st.st_blocks * 512 for st in memfds.values()) // 1024, "fds": fds})
+                  "memfd_allocated": sum(st.st_blocks * 512 for st in memfds.values()) // 1024, "fds": fds,
+                  "worker_pids": service["ptyvisor-screen"]})
         return m
+
+    @staticmethod
+    def memory_totals(m):
+        """Each page once, in KiB: a process's RSS without the output-log pages it maps
+        (RssShmem), plus its page tables; the output logs' memfd allocation once, with the
+        daemon that owns them. Returns {"ptyvisord": .., "ptyvisor-screen": .., "both": ..}."""
+        t = {part: m[f"{part}:VmRSS"] - m[f"{part}:RssShmem"] + m[f"{part}:VmPTE"] for part in PARTS}
+        t["ptyvisord"] += m["memfd_allocated"]
+        t["both"] = sum(t[part] for part in PARTS)
+        return t
 
     @staticmethod
     def cpu_seconds(pid):
         """User + system CPU seconds of a daemon and its screen worker, all their threads
         (10 ms ticks)."""
-        total = 0.0
-        for p in service_pids(pid):
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                if p == pid:
-                    raise
-                continue  # a screen worker that ended meanwhile
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
+        return sum(Harness.cpu_parts(pid).values())
+
+    @staticmethod
+    def cpu_parts(pid):
+        """User + system CPU seconds of each part of a daemon (service_parts)."""
+        return {part: process_counters(pids)["cpu"] for part, pids in service_parts(pid).items()}
 
     @staticmethod
     def context_switches(pid):
-        """(voluntary, involuntary) context switches, summed over the threads of a daemon and
-        its screen worker."""
-        vol = inv = 0
-        for p in service_pids(pid):
-            try:
-                tids = os.listdir(f"/proc/{p}/task")
-            except OSError:  # a screen worker that ended meanwhile
-                continue
-            for tid in tids:
-                try:
-                    with open(f"/proc/{p}/task/{tid}/status") as f:
-                        for line in f:
-                            if line.startswith("voluntary_ctxt_switches"):
-                                vol += int(line.split()[1])
-                            elif line.startswith("nonvoluntary_ctxt_switches"):
-                                inv += int(line.split()[1])
-                except OSError:  # a thread that ended meanwhile
-                    pass
-        return vol, inv
+        """{part: (voluntary, involuntary, cpu seconds)}, summed over each part's threads."""
+        out = {}
+        for part, pids in service_parts(pid).items():
+            c = process_counters(pids)
+            out[part] = (c["voluntary"], c["involuntary"], c["cpu"])
+        return out
 
     def wakeups(self, pid, window):
+        """A daemon's context switches and CPU over `window` seconds idle: the two parts
+        summed at the top level (what the goal judges), each part in `parts`, and the workers'
+        PIDs at both ends (`worker_pids`: a restart in the window makes it undercount)."""
+        w0 = service_parts(pid)["ptyvisor-screen"]
         a = self.context_switches(pid)
         time.sleep(window)
         b = self.context_switches(pid)
-        return {"voluntary_per_s": (b[0] - a[0]) / window, "involuntary_per_s": (b[1] - a[1]) / window,
-                "voluntary": b[0] - a[0], "involuntary": b[1] - a[1], "window_s": window}
+        w1 = service_parts(pid)["ptyvisor-screen"]
+        parts = {}
+        for part in PARTS:
+            vol, inv, cpu = (b[part][i] - a[part][i] for i in range(3))
+            parts[part] = {"voluntary": vol, "involuntary": inv, "voluntary_per_s": vol / window,
+                           "involuntary_per_s": inv / window, "cpu_s": cpu}
+        vol = sum(v["voluntary"] for v in parts.values())
+        inv = sum(v["involuntary"] for v in parts.values())
+        return {"voluntary_per_s": vol / window, "involuntary_per_s": inv / window, "voluntary": vol, "involuntary": inv,
+                "cpu_s": sum(v["cpu_s"] for v in parts.values()), "window_s": window, "parts": parts,
+                "worker_pids": [w0, w1]}

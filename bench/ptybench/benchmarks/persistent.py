@@ -42,10 +42,20 @@ class Persistent:
             time.sleep(1.0)  # the starters' connections are closed and handled
             after = self.daemon_memory(pid)
             idle = self.wakeups(pid, window)
-            c0 = self.cpu_seconds(pid)
+            # The first LIST on its own, timed: it may cost what later ones answer from a cache
+            # (each session's input probe, input_watch.h), and the warm-ups below would hide it.
+            c0 = self.cpu_parts(pid)
+            fj, out["commands"]["first_list"] = self.sessionbench("list", ["--count", 1, "--warmup", 0, "--expect", k],
+                                                                  timeout=300, sock=sock)
+            c1 = self.cpu_parts(pid)
+            fj["cpu_ms"] = {part: (c1[part] - c0[part]) * 1000 for part in c0}
+            out["first_list"] = fj
+            c0 = self.cpu_parts(pid)
             lj, out["commands"]["list"] = self.sessionbench("list", ["--count", lists, "--warmup", warm, "--expect", k],
                                                             timeout=120, sock=sock)
-            lj["daemon_cpu_ms_per_list"] = (self.cpu_seconds(pid) - c0) * 1000 / (lists + warm)
+            c1 = self.cpu_parts(pid)
+            lj["cpu_ms_per_list"] = {part: (c1[part] - c0[part]) * 1000 / (lists + warm) for part in c0}
+            lj["daemon_cpu_ms_per_list"] = sum(lj["cpu_ms_per_list"].values())  # both parts, as before
             lj["requests"] = lists + warm
             after_list = self.daemon_memory(pid)
             kj, out["commands"]["kill"] = self.sessionbench("kill", ["--window", 4], timeout=300, sock=sock,
@@ -64,25 +74,44 @@ class Persistent:
             if daemon.returncode != 0:
                 self.fail("idle-sessions", "ptyvisord", f"the idle-sessions daemon exited with {daemon.returncode}")
             # Its cgroup goes in stop_all(): the kernel may still be releasing it now.
-        per = {key: (after[key] - before[key]) / k for key in before}
-        # RSS counts the memfd pages the daemon has mapped and touched (RssShmem) too; the
-        # total counts each page once: anonymous and file RSS, the memfds' allocation, and
-        # the page tables that map them.
-        def total(m):
-            return m["VmRSS"] - m["RssShmem"] + m["memfd_allocated"] + m["VmPTE"]
-        tot = (total(after) - total(before)) / k
+        # The screen worker is half of what a session costs: a window in which it was missing,
+        # or restarted (a new one starts from zero), would leave its share out.
+        seen = [before["worker_pids"], after["worker_pids"], *idle0["worker_pids"], *idle["worker_pids"]]
+        if not before["worker_pids"] or any(w != before["worker_pids"] for w in seen):
+            raise Failure(f"the screen worker was missing or restarted during the measurement (PIDs {seen}): "
+                          "its share of the per-session cost would be left out")
+        per = {key: (after[key] - before[key]) / k for key in before if key != "worker_pids"}
+        # RSS counts the memfd pages a process has mapped and touched (RssShmem) too; the
+        # totals count each page once (memory_totals).
+        t0, t1 = self.memory_totals(before), self.memory_totals(after)
+        tot_parts = {part: (t1[part] - t0[part]) / k for part in t0}
+        tot = tot_parts["both"]
         out.update({"before": before, "after": after, "after_list": after_list, "per_session_kib": per,
-                    "total_per_session_kib": tot, "wakeups_0": idle0, "wakeups": idle, "list": lj,
-                    "kill_s": kj["seconds"]})
+                    "total_per_session_kib": tot, "total_per_session_kib_parts": tot_parts,
+                    "wakeups_0": idle0, "wakeups": idle, "list": lj, "kill_s": kj["seconds"]})
         self.results["idle-sessions"] = out
         case = f"{k} detached idle sessions"
-        for key, name in (("VmRSS", "RSS"), ("Pss", "PSS"), ("memfd_allocated", "memfd allocated"), ("VmPTE", "page tables")):
-            self.row("idle-sessions", case, "ptyvisord", f"{name} per session", round(per[key], 2), "KiB")
-        self.row("idle-sessions", case, "ptyvisord", "total per session", round(tot, 2), "KiB")
-        self.row("idle-sessions", case, "ptyvisord", "voluntary switches", idle["voluntary_per_s"], "1/s")
+        for prefix, who in (("", "ptyvisord + ptyvisor-screen"), ("ptyvisord:", "ptyvisord"),
+                            ("ptyvisor-screen:", "ptyvisor-screen")):
+            for key, name in (("VmRSS", "RSS"), ("Pss", "PSS"), ("VmPTE", "page tables")):
+                self.row("idle-sessions", case, who, f"{name} per session", round(per[prefix + key], 2), "KiB")
+        self.row("idle-sessions", case, "ptyvisord", "memfd allocated per session", round(per["memfd_allocated"], 2), "KiB")
+        for part, who in (("both", "ptyvisord + ptyvisor-screen"), ("ptyvisord", "ptyvisord"),
+                          ("ptyvisor-screen", "ptyvisor-screen")):
+            self.row("idle-sessions", case, who, "total per session", round(tot_parts[part], 2), "KiB")
+        self.row("idle-sessions", case, "ptyvisord + ptyvisor-screen", "voluntary switches", idle["voluntary_per_s"], "1/s")
+        for part, v in idle["parts"].items():
+            self.row("idle-sessions", case, part, "voluntary switches", v["voluntary_per_s"], "1/s")
+            self.row("idle-sessions", case, part, "CPU while idle", round(v["cpu_s"] / idle["window_s"] * 1000, 2), "ms/s")
+        self.row("idle-sessions", case, "sessionbench", "first LIST", round(fj["us"]["max"] / 1000, 3), "ms")
         self.row("idle-sessions", case, "sessionbench", "LIST p50", round(lj["us"]["p50"] / 1000, 3), "ms")
         self.row("idle-sessions", case, "sessionbench", "LIST p99", round(lj["us"]["p99"] / 1000, 3), "ms")
-        log(f"idle-sessions: {json.dumps({'per_session_kib': per, 'total': tot, 'wakeups': idle, 'list': lj})}")
+        log(f"idle-sessions, per session (KiB): ptyvisord {tot_parts['ptyvisord']:.2f}, ptyvisor-screen "
+            f"{tot_parts['ptyvisor-screen']:.2f}, both {tot:.2f}; PSS ptyvisord {per['ptyvisord:Pss']:.2f}, "
+            f"ptyvisor-screen {per['ptyvisor-screen:Pss']:.2f}; wake-ups/s over {window:.0f} s with {k} sessions: "
+            + ", ".join(f"{part} {v['voluntary_per_s']:.1f} voluntary, {v['involuntary_per_s']:.1f} involuntary, "
+                        f"{v['cpu_s'] * 1000:.0f} ms CPU" for part, v in idle["parts"].items()))
+        log(f"idle-sessions: {json.dumps({'per_session_kib': per, 'total': tot_parts, 'wakeups': idle, 'list': lj})}")
 
     def bench_replay(self):
         """ATTACH from=start to a detached idle session whose log is full, to its last byte."""
@@ -122,7 +151,7 @@ class Persistent:
                     if configs[c] is None:
                         cmd = ["head", "-c", str(n), "/dev/zero"]
                         j = self.termbench("throughput", "pty", cmd, timeout=600)
-                        commands[c] = (os.path.relpath(self.bin["termbench"], ROOT) + " throughput --via pty --timeout 600 -- "
+                        commands[c] = (os.path.relpath(os.path.join(self.build, "bench/termbench"), ROOT) + " throughput --via pty --timeout 600 -- "
                                        + " ".join(cmd))
                         if j["bytes"] != n:
                             raise Failure(f"{j['bytes']} bytes arrived, {n} expected; sample discarded")
