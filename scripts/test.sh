@@ -5,6 +5,7 @@
 #      the test account cannot reach, a plain Release build without the presets, the .deb
 #      package installed and run as its unit, the Python and TypeScript clients, the MCP
 #      server and the opencode plugin (each installed fresh and run against a real daemon),
+#      the console (`ptyvisor web`) in headless chromium against a real daemon,
 #      and a smoke pass of the benchmarks;
 #   2. the same tests under ASan+UBSan;
 #   3. a short, bounded libFuzzer pass over every decoder.
@@ -65,7 +66,7 @@ stage "package: build the .deb, install it, run it as the systemd unit would"
 scripts/test-package.sh build/default
 
 stage "the clients and the agent integrations, each installed fresh, against a real daemon"
-for suite in clients/python clients/typescript integrations/mcp integrations/opencode; do
+for suite in clients/python clients/typescript integrations/mcp integrations/opencode console; do
   stage "$suite"
   "$suite/test.sh" "$PWD/build/default"
 done

@@ -125,6 +125,7 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
     master_ = std::move(pty.master);
     input_watch_.set_terminal(master_.get());
     if (context_.recordings) recorder_ = context_.recordings->start(id_, spec.argv, spec.env, size);
+    recorded_ = recorder_ != nullptr;
     spec.unit_name = unit_;
     spec.tty = std::move(pty.peer);
     spec.tty_path = pty.peer_path;

@@ -182,8 +182,9 @@ public:
     void count_refused() const {
         if (holder_) ++holder_->refused;
     }
-    // Whether the session is recorded (server/recording.h).
-    [[nodiscard]] bool recorded() const { return recorder_ != nullptr; }
+    // Whether the session was recorded (server/recording.h): its file outlives the recorder,
+    // which goes when the session ends.
+    [[nodiscard]] bool recorded() const { return recorded_; }
 
     // Whether the writer of its input (the controller, or a person holding it) relays a real
     // terminal, which answers the program's queries itself (screen_broker.h: then the screen's
@@ -312,6 +313,7 @@ private:
 
     std::unique_ptr<OutputLog> log_;
     std::unique_ptr<Recorder> recorder_;  // when sessions are recorded (server/recording.h)
+    bool recorded_ = false;               // a recorder was started
     UniqueFd master_;
     EventSource terminal_source_, drain_timer_;
     EventSource reattach_timer_;  // an adopted bound session waits for its controller

@@ -72,9 +72,12 @@ constexpr std::size_t kResumeBelow = kMaxQueuedPerSocket / 2;
 constexpr std::chrono::seconds kStopGrace{1};
 
 constexpr std::string_view kNeedsToken = "ptyvisor web: this page needs the token printed when the console started\n";
+// Scripts from the console only. 'wasm-unsafe-eval' lets asciinema-player compile its own
+// WebAssembly (its terminal emulator), served from here like every script; it allows no eval
+// of JavaScript and no script from elsewhere.
 constexpr std::string_view kContentSecurityPolicy =
-    "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
-    "frame-ancestors 'none'";
+    "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'; img-src 'self' data:; "
+    "style-src 'self' 'unsafe-inline'; frame-ancestors 'none'";
 
 void log(const std::string& message) { std::fprintf(stderr, "ptyvisor web: %s\n", message.c_str()); }
 
