@@ -1,4 +1,4 @@
-// The console page of `ptyvisor web` (CONSOLE-API.md): a live list of sessions from
+// The console page of `ptyvisor web` (docs/console-api.md): a live list of sessions from
 // /ws/events, and panes that show a session's terminal (/ws/terminal) or play its recording.
 // Plain ES module, no build step; every URL is relative so that the page also works behind a
 // reverse proxy that serves it under a path prefix. The page never polls: the list changes

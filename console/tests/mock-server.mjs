@@ -1,4 +1,4 @@
-// A stand-in for `ptyvisor web` (CONSOLE-API.md) with fake sessions and no daemon, for
+// A stand-in for `ptyvisor web` (docs/console-api.md) with fake sessions and no daemon, for
 // developing the page and testing it alone in a browser. It keeps to the contract's routes,
 // token, Host/Origin checks, headers and messages; the sessions are scripted: each prints a
 // line on a timer, echoes what it is sent (as a terminal in cooked mode would), and records

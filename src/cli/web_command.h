@@ -1,4 +1,4 @@
-// `ptyvisor web`: serves the supervision console (CONSOLE-API.md) on 127.0.0.1 or a Unix
+// `ptyvisor web`: serves the supervision console (docs/console-api.md) on 127.0.0.1 or a Unix
 // socket, as the person who runs it; never as root. The server is src/web/server.h.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The JSON the console speaks (CONSOLE-API.md): session objects as /api/sessions and
+// The JSON the console speaks (docs/console-api.md): session objects as /api/sessions and
 // /ws/events show them, the terminal socket's messages to the page, and the page's requests
 // parsed with bounds. No socket here, so that every shape is tested as text.
 //

@@ -1,7 +1,7 @@
 // What an HTTP request to the console must show before anything is served: the right Host
 // (DNS rebinding), the token (query or cookie), and for a WebSocket an Origin of that same
 // host. Pure functions over header values, so that every rule is tested without a socket.
-// CONSOLE-API.md, "Authentication", is the contract.
+// docs/console-api.md, "Authentication", is the contract.
 #pragma once
 
 #include <cstdint>

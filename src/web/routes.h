@@ -1,4 +1,4 @@
-// The console's routes and the content types of its files (CONSOLE-API.md, "HTTP routes").
+// The console's routes and the content types of its files (docs/console-api.md, "HTTP routes").
 #pragma once
 
 #include <string>

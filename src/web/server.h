@@ -1,5 +1,5 @@
 // The console's server: HTTP and WebSocket on one listener (TCP or a Unix socket), bridging
-// each terminal socket to a ptyvisord connection (CONSOLE-API.md is the contract).
+// each terminal socket to a ptyvisord connection (docs/console-api.md is the contract).
 //
 // Invariants:
 //   - One thread, one event loop: nothing in it blocks but connect() to the daemon's Unix

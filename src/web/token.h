@@ -1,4 +1,4 @@
-// The console's token: the one secret that lets a browser in (CONSOLE-API.md, "Authentication").
+// The console's token: the one secret that lets a browser in (docs/console-api.md, "Authentication").
 //
 // Invariants: a token is 16..256 characters of [A-Za-z0-9._~-], so that it travels unescaped
 // in a query string and a cookie; a generated one is 32 random bytes as 64 lowercase hex
