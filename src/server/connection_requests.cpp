@@ -123,7 +123,17 @@ void Connection::handle_list() {
     // Entry by entry: what never changes in a session was encoded once (list_fixed_fields).
     std::vector<std::string> entries;
     std::size_t total = 0;
-    for (const Session* s : server_.sessions().all()) {
+    // A probe can cost a scan of /proc (input_probe.h), so one LIST probes at most
+    // kListProbes sessions, from where the last LIST stopped; the others say what their last
+    // probe found. Within the default max_sessions every running session is probed each time;
+    // 1000 sessions probed by one LIST held the loop for 5.7 s (docs/performance.md).
+    constexpr std::size_t kListProbes = 16;
+    const auto sessions = server_.sessions().all();
+    const std::size_t first_probed = sessions.empty() ? 0 : server_.sessions().list_probe_cursor % sessions.size();
+    server_.sessions().list_probe_cursor = first_probed + kListProbes;
+    for (std::size_t i = 0; i < sessions.size(); ++i) {
+        const Session* s = sessions[i];
+        const bool probe = (i + sessions.size() - first_probed) % sessions.size() < kListProbes;
         protocol::SessionInfo changing;
         changing.state = wire_state(*s);
         if (s->state() == Session::State::Ended) changing.exit = s->exit_status();
@@ -143,7 +153,7 @@ void Connection::handle_list() {
         changing.recording = s->recorded();
         // Probed for this reply (input_watch.h): LIST is one of the times someone asks.
         if (Session* probed = server_.sessions().find(s->id()); probed && s->state() == Session::State::Running) {
-            probed->input_watch().probe_now();
+            if (probe) probed->input_watch().probe_now();
             changing.waiting_for_input = probed->waiting_for_input();
             if (changing.waiting_for_input) changing.waiting_since = probed->input_watch().since_ms();
         }

@@ -47,6 +47,9 @@ public:
     [[nodiscard]] std::vector<Session*> all_mutable() const;
     [[nodiscard]] std::size_t running() const;
     [[nodiscard]] bool empty() const { return sessions_.empty(); }
+    // Where the next LIST's input probes begin (Connection::handle_list): LISTs take turns
+    // through the sessions, so that each probes a bounded number and all are probed in turn.
+    std::size_t list_probe_cursor = 0;
 
     // SessionOwner: it is Ended now.
     void session_ended(Session& session) override { review(&session); }
