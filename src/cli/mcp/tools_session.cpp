@@ -133,14 +133,17 @@ json list_tool() {
                                   {"cwd", {{"type", "string"}}},
                                   {"offset", {{"type", "integer"}}},
                                   {"clients", {{"type", "integer"}}},
-                                  {"created", {{"type", "integer"}}}},
+                                  {"created", {{"type", "integer"}}},
+                                  {"held_by_person", {{"type", "boolean"}}}},
                                  {"id", "argv", "state"});
     return {{"name", "terminal_list"},
             {"title", "List terminals"},
             {"description",
              "List the sessions: running ones, and those that exited in the last minutes (with their "
              "exit status). Each has its id, command (argv), state, exit, working directory, "
-             "offset (bytes of output so far), attached clients and creation time (Unix seconds). "
+             "offset (bytes of output so far), attached clients and creation time (Unix seconds), "
+             "and held_by_person: true while a person who supervises you has taken the terminal "
+             "(your writes to it are then refused until they hand it back). "
              "Use it to find a session's id again or to check that nothing is left running."},
             {"inputSchema", object_schema(json::object(), json::array())},
             {"outputSchema", output_schema({{"sessions", {{"type", "array"}, {"items", session}}}}, {"sessions"})}};
@@ -168,7 +171,8 @@ ToolResult list_result(ToolCall& call) {
                             {"offset", i.offset},
                             {"clients", i.clients},
                             {"created", i.created},
-                            {"detached", i.detached}});
+                            {"detached", i.detached},
+                            {"held_by_person", i.held}});
     return ToolResult::ok({{"sessions", std::move(sessions)}});
 }
 
