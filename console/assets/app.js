@@ -33,9 +33,17 @@ function controllerText(controller, user, since) {
   return 'agent';
 }
 
-// Bytes handed to xterm.js and not yet parsed: past `high` a pane skips output until `low`.
+// How much output a pane hands xterm.js, so that one flooding pane costs the page a bounded
+// share of each frame and the other panes' output is still drawn in that frame
+// (bench/console/latency.mjs; the figures are in bench/console/README.md):
+// - frame: bytes a pane may write to xterm.js per animation frame; past it, its output waits
+//   in the pane's queue for the next frame (quiet panes are served first).
+// - backlog: a pane whose queue exceeds this falls behind on purpose: it skips to its newest
+//   `tail` bytes (from a line start) and says how much it skipped, as a terminal multiplexer
+//   does for a pane nobody can read at that speed. The session's log and recording keep all.
+// - floodMs: while skipping, the pane is redrawn at most once per floodMs.
 // The tests lower them (window.ptyvisorConsole.limits) to exercise the skipping.
-const limits = { high: 4 << 20, low: 512 << 10 };
+const limits = { frame: 32 << 10, backlog: 256 << 10, tail: 8 << 10, floodMs: 100 };
 
 const state = {
   info: null,                 // /api/info
@@ -45,6 +53,28 @@ const state = {
 };
 // For the browser tests and the latency benchmark: the open panes and their terminals.
 window.ptyvisorConsole = { panes: state.panes, sessions: state.sessions, limits };
+
+// ---- the output scheduler ------------------------------------------------------------------
+// One requestAnimationFrame loop for every pane, running only while some pane has output
+// queued: it gives each pane its byte budget for the new frame, serves the panes that are not
+// flooding first (in order of the least queued), then lets a flooding pane draw its newest
+// output if its floodMs have passed.
+let frameRequested = false;
+function wantFrame() {
+  if (frameRequested) return;
+  frameRequested = true;
+  requestAnimationFrame(onFrame);
+}
+function onFrame(now) {
+  frameRequested = false;
+  const live = [...state.panes.values()].filter((p) => p instanceof LivePane);
+  for (const p of live) p.budget = limits.frame;
+  const waiting = live.filter((p) => p.queued > 0 || p.flooding);
+  waiting.sort((a, b) => (a.flooding - b.flooding) || (a.queued - b.queued));
+  for (const p of waiting) p.drain(now);
+  if (live.some((p) => p.queued > 0 || p.flooding)) wantFrame();
+}
+
 
 // ---- the session list ----------------------------------------------------------------------
 
@@ -187,9 +217,14 @@ class LivePane {
     this.ended = false;
     this.noticeTimer = 0;
     this.lastSize = '';
-    this.pending = 0;           // bytes handed to xterm.js and not yet parsed
-    this.skipping = false;
-    this.skipped = 0;
+    this.queue = [];            // Uint8Arrays received and not yet handed to xterm.js
+    this.queued = 0;            // their bytes
+    this.budget = limits.frame; // bytes this pane may still hand xterm.js in this frame
+    this.flooding = false;      // skipping to its newest output (see limits)
+    this.lastDraw = 0;          // when a flooding pane last handed its tail to xterm.js
+    this.lastSkip = 0;          // when it last skipped
+    this.skipped = 0;           // bytes skipped in all (the benchmark reads it)
+    this.skippedNow = 0;        // bytes skipped in the current flood
     const f = paneFrame('live', id, titleOf(id));
     Object.assign(this, f);
     this.take = el('button', { type: 'button', 'data-action': 'take', text: 'Take control', hidden: true });
@@ -233,29 +268,84 @@ class LivePane {
     });
   }
 
-  // A browser cannot slow a WebSocket down, so a session that prints faster than xterm.js
-  // draws would queue without bound in the page (xterm.js itself discards past 50 MB,
-  // silently). Past HIGH bytes not yet parsed the page skips output, says so, and resumes
-  // below LOW: as the daemon does for an observer that falls behind (`dropped`).
+  // A browser cannot slow a WebSocket down, and xterm.js parses and paints far slower than a
+  // flood arrives: written as it comes, one `yes` would take the page's whole main thread and
+  // the other panes' output would wait behind it for seconds. So output goes to xterm.js at
+  // once only within the pane's budget for this frame; the rest waits for the next frames,
+  // and past `backlog` the pane skips to its newest output (drain).
   output(bytes) {
-    if (this.skipping) {
-      this.skipped += bytes.length;
+    if (!this.flooding && this.queued === 0 && bytes.length <= this.budget) {
+      this.budget -= bytes.length;
+      this.term.write(bytes);
       return;
     }
-    if (this.pending > limits.high) {
-      this.skipping = true;
-      this.skipped = bytes.length;
-      this.notice.textContent = 'falling behind: skipping output until the terminal catches up';
-      return;
-    }
-    this.pending += bytes.length;
-    this.term.write(bytes, () => {
-      this.pending -= bytes.length;
-      if (this.skipping && this.pending < limits.low) {
-        this.skipping = false;
-        this.flash(`fell behind: ${this.skipped} bytes of output skipped`);
+    this.queue.push(bytes);
+    this.queued += bytes.length;
+    // Here too, not only in drain: a hidden page gets no animation frames, and its queue
+    // must stay bounded all the same.
+    if (this.queued > limits.backlog) this.skipToTail(performance.now());
+    wantFrame();
+  }
+
+  // Called once per frame by onFrame while output is queued.
+  drain(now) {
+    if (this.flooding) {
+      if (now - this.lastDraw < limits.floodMs) return;
+      this.lastDraw = now;
+      if (this.queued > limits.tail) this.skipToTail(now);
+      this.writeQueued(Infinity);
+      this.notice.textContent = `falling behind: ${this.skippedNow} bytes of output skipped so far; showing the newest`;
+      // A second with nothing to skip ends the flood.
+      if (now - this.lastSkip > 1000) {
+        this.flooding = false;
+        this.flash(`fell behind: ${this.skippedNow} bytes of output skipped`);
+        this.skippedNow = 0;
       }
-    });
+      return;
+    }
+    this.writeQueued(this.budget);
+  }
+
+  // Hands xterm.js queued chunks up to `max` bytes (whole chunks: at least one).
+  writeQueued(max) {
+    let n = 0;
+    const parts = [];
+    while (this.queue.length && (n === 0 || n + this.queue[0].length <= max)) {
+      const c = this.queue.shift();
+      parts.push(c);
+      n += c.length;
+    }
+    if (!n) return;
+    this.queued -= n;
+    this.budget = Math.max(0, this.budget - n);
+    if (parts.length === 1) { this.term.write(parts[0]); return; }
+    const all = new Uint8Array(n);
+    let at = 0;
+    for (const c of parts) { all.set(c, at); at += c.length; }
+    this.term.write(all);
+  }
+
+  // Drops all queued output but the newest `tail` bytes, from the start of a line there (a
+  // cut inside a line or a UTF-8 sequence would show as garbage; escape sequences that set a
+  // mode before the cut are lost, as with any skip).
+  skipToTail(now) {
+    const all = new Uint8Array(this.queued);
+    let at = 0;
+    for (const c of this.queue) { all.set(c, at); at += c.length; }
+    let from = Math.max(0, all.length - limits.tail);
+    const nl = all.indexOf(0x0a, from);
+    from = nl >= 0 && nl + 1 < all.length ? nl + 1 : from;
+    const dropped = from;
+    this.queue = [all.subarray(from)];
+    this.queued = all.length - from;
+    this.skipped += dropped;
+    this.skippedNow += dropped;
+    this.lastSkip = now;
+    if (!this.flooding) {
+      this.flooding = true;
+      clearTimeout(this.noticeTimer);
+      this.lastDraw = 0;
+    }
   }
 
   // The server closes a socket whose message exceeds 64 KiB, and a paste can be longer: send
@@ -319,7 +409,7 @@ class LivePane {
     if (you) {
       // A "read-only" notice from before the take no longer holds.
       clearTimeout(this.noticeTimer);
-      if (!this.skipping) this.notice.textContent = '';
+      if (!this.flooding) this.notice.textContent = '';
       this.lastSize = '';
       this.fitIfControlling();
       this.term.focus();

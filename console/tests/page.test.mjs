@@ -123,7 +123,7 @@ describe('as a supervisor', () => {
   test('a flood the page cannot draw in time is skipped, said, and output goes on', async () => {
     await openLive(page, TRAIN);
     // Low limits, so that this machine's speed does not decide whether the page falls behind.
-    await page.evaluate(() => Object.assign(window.ptyvisorConsole.limits, { high: 64 << 10, low: 16 << 10 }));
+    await page.evaluate(() => Object.assign(window.ptyvisorConsole.limits, { backlog: 64 << 10 }));
     const line = 'flood '.repeat(13) + '\r\n';
     const chunk = line.repeat(Math.ceil((1 << 20) / line.length));
     mock.output(TRAIN, chunk.repeat(8));                         // 8 MiB in one frame: xterm.js needs a while
@@ -133,7 +133,7 @@ describe('as a supervisor', () => {
     mock.output(TRAIN, 'after the flood\r\n');
     await waitForText(page, TRAIN, 'after the flood', 30_000);
     await page.click(`${pane(TRAIN)} [data-action="close"]`);
-    await page.evaluate(() => Object.assign(window.ptyvisorConsole.limits, { high: 4 << 20, low: 512 << 10 }));
+    await page.evaluate(() => Object.assign(window.ptyvisorConsole.limits, { backlog: 256 << 10 }));
   });
 
   test('an exited session says how it ended', async () => {
