@@ -230,7 +230,7 @@ class LivePane {
     this.budget = limits.frame; // bytes this pane may still hand xterm.js in this frame
     this.flooding = false;      // skipping to its newest output (see limits)
     this.lastDraw = 0;          // when a flooding pane last handed its tail to xterm.js
-    this.lastSkip = 0;          // when it last skipped
+    this.lastOutput = 0;        // when output last arrived (performance.now())
     this.skipped = 0;           // bytes skipped in all (the benchmark reads it)
     this.skippedNow = 0;        // bytes skipped in the current flood
     const f = paneFrame('live', id, titleOf(id));
@@ -326,6 +326,7 @@ class LivePane {
   // once only within the pane's budget for this frame; the rest waits for the next frames,
   // and past `backlog` the pane skips to its newest output (drain).
   output(bytes) {
+    this.lastOutput = performance.now();
     if (!this.flooding && this.queued === 0 && bytes.length <= this.budget) {
       this.budget -= bytes.length;
       this.term.write(bytes);
@@ -347,8 +348,9 @@ class LivePane {
       if (this.queued > limits.tail) this.skipToTail(now);
       this.writeQueued(Infinity);
       this.notice.textContent = `falling behind: ${this.skippedNow} bytes of output skipped so far; showing the newest`;
-      // A second with nothing to skip ends the flood.
-      if (now - this.lastSkip > 1000) {
+      // A second with no output ends the flood (not a second with nothing to skip: reading at
+      // the pane's pace, a flood can bring less than `tail` between two draws).
+      if (this.queued === 0 && now - this.lastOutput > Math.max(1000, 3 * limits.floodMs)) {
         this.flooding = false;
         this.flash(`fell behind: ${this.skippedNow} bytes of output skipped`);
         this.skippedNow = 0;
@@ -392,7 +394,6 @@ class LivePane {
     this.queued = all.length - from;
     this.skipped += dropped;
     this.skippedNow += dropped;
-    this.lastSkip = now;
     if (!this.flooding) {
       this.flooding = true;
       clearTimeout(this.noticeTimer);
@@ -436,7 +437,7 @@ class LivePane {
         break;
       case 'dropped':
         // While the pane skips on its own, the daemon's drops are part of the same count.
-        if (this.flooding) { this.skipped += m.lost; this.skippedNow += m.lost; this.lastSkip = performance.now(); }
+        if (this.flooding) { this.skipped += m.lost; this.skippedNow += m.lost; }
         else this.flash(`fell behind: ${m.lost} bytes of output skipped`);
         break;
       case 'exit':
