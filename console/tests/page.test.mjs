@@ -136,6 +136,32 @@ describe('as a supervisor', () => {
     await page.evaluate(() => Object.assign(window.ptyvisorConsole.limits, { backlog: 256 << 10 }));
   });
 
+  test('while one pane floods, another pane shows its output and the flood stays bounded', async () => {
+    await openLive(page, BASH);
+    await openLive(page, TRAIN);
+    const line = 'flood '.repeat(13) + '\r\n';
+    const chunk = line.repeat(Math.ceil((256 << 10) / line.length));
+    let flooding = true;
+    // 256 KiB every 5 ms for as long as the test runs: far more than xterm.js draws.
+    const flood = (async () => { while (flooding) { mock.output(TRAIN, chunk); await new Promise((r) => setTimeout(r, 5)); } })();
+    try {
+      await page.waitForFunction((sel) => document.querySelector(sel).textContent.includes('bytes of output skipped'),
+        { timeout: 30_000, polling: 20 }, `${pane(TRAIN)} [data-role="notice"]`);
+      mock.output(BASH, 'quiet line during the flood\r\n');
+      await waitForText(page, BASH, 'quiet line during the flood', 10_000);
+      const queued = await page.evaluate((key) => window.ptyvisorConsole.panes.get(key).queued, `live:${TRAIN}`);
+      const backlog = await page.evaluate(() => window.ptyvisorConsole.limits.backlog);
+      assert.ok(queued <= backlog + chunk.length, `the flooding pane holds ${queued} bytes, at most ${backlog} + one message expected`);
+    } finally {
+      flooding = false;
+      await flood;
+    }
+    mock.output(TRAIN, 'after the second flood\r\n');
+    await waitForText(page, TRAIN, 'after the second flood', 30_000);
+    await page.click(`${pane(TRAIN)} [data-action="close"]`);
+    await page.click(`${pane(BASH)} [data-action="close"]`);
+  });
+
   test('an exited session says how it ended', async () => {
     await openLive(page, EXITED);
     await page.waitForFunction((sel) => document.querySelector(sel).dataset.status.startsWith('exited'), {}, pane(EXITED));
