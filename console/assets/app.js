@@ -33,9 +33,18 @@ function controllerText(controller, user, since) {
   return 'agent';
 }
 
-// Bytes handed to xterm.js and not yet parsed: past `high` a pane skips output until `low`.
+// How much output a pane hands xterm.js, so that one flooding pane costs the page a bounded
+// share of each frame and the other panes' output is still drawn in that frame
+// (bench/console/latency.mjs; the figures are in bench/console/README.md):
+// - frame: bytes a pane may write to xterm.js per animation frame; past it, its output waits
+//   in the pane's queue for the next frame (quiet panes are served first).
+// - backlog: a pane whose queue exceeds this falls behind on purpose: it skips to its newest
+//   `tail` bytes (from a line start) and says how much it skipped, as a terminal multiplexer
+//   does for a pane nobody can read at that speed. The session's log and recording keep all.
+// - floodMs: while skipping, the pane is redrawn at most once per floodMs.
 // The tests lower them (window.ptyvisorConsole.limits) to exercise the skipping.
-const limits = { high: 4 << 20, low: 512 << 10 };
+// - read, stream: see LivePane.connectStream.
+const limits = { frame: 32 << 10, backlog: 256 << 10, tail: 8 << 10, floodMs: 100, read: 64 << 10, stream: true };
 
 const state = {
   info: null,                 // /api/info
@@ -45,6 +54,35 @@ const state = {
 };
 // For the browser tests and the latency benchmark: the open panes and their terminals.
 window.ptyvisorConsole = { panes: state.panes, sessions: state.sessions, limits };
+
+// ---- the output scheduler ------------------------------------------------------------------
+// One requestAnimationFrame loop for every pane, running only while some pane has output
+// queued: it gives each pane its byte budget for the new frame, serves the panes that are not
+// flooding first (in order of the least queued), then lets a flooding pane draw its newest
+// output if its floodMs have passed.
+let frameRequested = false;
+let frameCount = 0;             // animation frames seen, for the panes' read budgets
+let frameWaiters = [];
+const nextFrame = () => new Promise((resolve) => { frameWaiters.push(resolve); wantFrame(); });
+function wantFrame() {
+  if (frameRequested) return;
+  frameRequested = true;
+  requestAnimationFrame(onFrame);
+}
+function onFrame(now) {
+  frameRequested = false;
+  frameCount++;
+  const waiters = frameWaiters;
+  frameWaiters = [];
+  for (const w of waiters) w();
+  const live = [...state.panes.values()].filter((p) => p instanceof LivePane);
+  for (const p of live) p.budget = limits.frame;
+  const waiting = live.filter((p) => p.queued > 0 || p.flooding);
+  waiting.sort((a, b) => (a.flooding - b.flooding) || (a.queued - b.queued));
+  for (const p of waiting) p.drain(now);
+  if (live.some((p) => p.queued > 0 || p.flooding)) wantFrame();
+}
+
 
 // ---- the session list ----------------------------------------------------------------------
 
@@ -187,9 +225,14 @@ class LivePane {
     this.ended = false;
     this.noticeTimer = 0;
     this.lastSize = '';
-    this.pending = 0;           // bytes handed to xterm.js and not yet parsed
-    this.skipping = false;
-    this.skipped = 0;
+    this.queue = [];            // Uint8Arrays received and not yet handed to xterm.js
+    this.queued = 0;            // their bytes
+    this.budget = limits.frame; // bytes this pane may still hand xterm.js in this frame
+    this.flooding = false;      // skipping to its newest output (see limits)
+    this.lastDraw = 0;          // when a flooding pane last handed its tail to xterm.js
+    this.lastOutput = 0;        // when output last arrived (performance.now())
+    this.skipped = 0;           // bytes skipped in all (the benchmark reads it)
+    this.skippedNow = 0;        // bytes skipped in the current flood
     const f = paneFrame('live', id, titleOf(id));
     Object.assign(this, f);
     this.take = el('button', { type: 'button', 'data-action': 'take', text: 'Take control', hidden: true });
@@ -217,45 +260,145 @@ class LivePane {
   }
 
   connect() {
-    this.ws = new WebSocket(wsUrl(`ws/terminal?id=${encodeURIComponent(this.id)}`));
+    const url = wsUrl(`ws/terminal?id=${encodeURIComponent(this.id)}`);
+    if (limits.stream && typeof WebSocketStream === 'function') { this.connectStream(url); return; }
+    this.ws = new WebSocket(url);
     this.ws.binaryType = 'arraybuffer';
     this.ws.addEventListener('message', (ev) => {
       if (typeof ev.data !== 'string') { this.output(new Uint8Array(ev.data)); return; }
-      let m;
-      try { m = JSON.parse(ev.data); } catch { return; }
-      this.onMessage(m);
+      this.text_(ev.data);
     });
-    this.ws.addEventListener('close', (ev) => {
-      this.you = false;
-      this.showControl();
-      if (!this.ended) this.setStatus(ev.code === 1008 ? 'refused' : 'disconnected');
-      this.take.hidden = true;
-    });
+    this.ws.addEventListener('close', (ev) => this.closed(ev.code));
   }
 
-  // A browser cannot slow a WebSocket down, so a session that prints faster than xterm.js
-  // draws would queue without bound in the page (xterm.js itself discards past 50 MB,
-  // silently). Past HIGH bytes not yet parsed the page skips output, says so, and resumes
-  // below LOW: as the daemon does for an observer that falls behind (`dropped`).
-  output(bytes) {
-    if (this.skipping) {
-      this.skipped += bytes.length;
-      return;
-    }
-    if (this.pending > limits.high) {
-      this.skipping = true;
-      this.skipped = bytes.length;
-      this.notice.textContent = 'falling behind: skipping output until the terminal catches up';
-      return;
-    }
-    this.pending += bytes.length;
-    this.term.write(bytes, () => {
-      this.pending -= bytes.length;
-      if (this.skipping && this.pending < limits.low) {
-        this.skipping = false;
-        this.flash(`fell behind: ${this.skipped} bytes of output skipped`);
+  // Where the browser has WebSocketStream (Chromium), the page reads a terminal at its own
+  // pace: a pane reads at most limits.read bytes per animation frame, and past that the
+  // flood waits in the socket. TCP then slows `ptyvisor web`, which stops reading the daemon,
+  // which drops what this observer missed and says so (`dropped`). Without it, every message
+  // of a flood is a task on the page's main thread, queued ahead of the other panes' output:
+  // measured, the quiet panes' markers reached the page 0.3 s (p50) late behind a `yes`.
+  async connectStream(url) {
+    let code = 1006;
+    try {
+      this.wss = new WebSocketStream(url);
+      const { readable, writable } = await this.wss.opened;
+      this.writer = writable.getWriter();
+      const reader = readable.getReader();
+      let read = 0;
+      let frame = -1;
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        if (typeof value === 'string') { this.text_(value); continue; }
+        // Chromium yields binary messages as ArrayBuffers; the spec now says Uint8Array.
+        const bytes = value instanceof ArrayBuffer ? new Uint8Array(value) : new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+        this.output(bytes);
+        if (frame !== frameCount) { frame = frameCount; read = 0; }
+        read += bytes.length;
+        // A flooding pane draws only its newest output every floodMs: it reads about that
+        // much per floodMs too, and leaves the rest to the daemon to drop.
+        if (this.flooding && read > limits.tail) await new Promise((r) => setTimeout(r, limits.floodMs));
+        else if (read > limits.read) await nextFrame();
       }
-    });
+      code = (await this.wss.closed).closeCode ?? 1005;
+    } catch (e) {
+      code = e?.closeCode ?? 1006;
+    }
+    this.closed(code);
+  }
+
+  text_(data) {
+    let m;
+    try { m = JSON.parse(data); } catch { return; }
+    this.onMessage(m);
+  }
+
+  closed(code) {
+    this.you = false;
+    this.showControl();
+    if (!this.ended) this.setStatus(code === 1008 ? 'refused' : 'disconnected');
+    this.take.hidden = true;
+  }
+
+  // A browser cannot slow a WebSocket down, and xterm.js parses and paints far slower than a
+  // flood arrives: written as it comes, one `yes` would take the page's whole main thread and
+  // the other panes' output would wait behind it for seconds. So output goes to xterm.js at
+  // once only within the pane's budget for this frame; the rest waits for the next frames,
+  // and past `backlog` the pane skips to its newest output (drain).
+  output(bytes) {
+    this.lastOutput = performance.now();
+    if (!this.flooding && this.queued === 0 && bytes.length <= this.budget) {
+      this.budget -= bytes.length;
+      this.term.write(bytes);
+      return;
+    }
+    this.queue.push(bytes);
+    this.queued += bytes.length;
+    // Here too, not only in drain: a hidden page gets no animation frames, and its queue
+    // must stay bounded all the same.
+    if (this.queued > limits.backlog) this.skipToTail(performance.now());
+    wantFrame();
+  }
+
+  // Called once per frame by onFrame while output is queued.
+  drain(now) {
+    if (this.flooding) {
+      if (now - this.lastDraw < limits.floodMs) return;
+      this.lastDraw = now;
+      if (this.queued > limits.tail) this.skipToTail(now);
+      this.writeQueued(Infinity);
+      this.notice.textContent = `falling behind: ${this.skippedNow} bytes of output skipped so far; showing the newest`;
+      // A second with no output ends the flood (not a second with nothing to skip: reading at
+      // the pane's pace, a flood can bring less than `tail` between two draws).
+      if (this.queued === 0 && now - this.lastOutput > Math.max(1000, 3 * limits.floodMs)) {
+        this.flooding = false;
+        this.flash(`fell behind: ${this.skippedNow} bytes of output skipped`);
+        this.skippedNow = 0;
+      }
+      return;
+    }
+    this.writeQueued(this.budget);
+  }
+
+  // Hands xterm.js queued chunks up to `max` bytes (whole chunks: at least one).
+  writeQueued(max) {
+    let n = 0;
+    const parts = [];
+    while (this.queue.length && (n === 0 || n + this.queue[0].length <= max)) {
+      const c = this.queue.shift();
+      parts.push(c);
+      n += c.length;
+    }
+    if (!n) return;
+    this.queued -= n;
+    this.budget = Math.max(0, this.budget - n);
+    if (parts.length === 1) { this.term.write(parts[0]); return; }
+    const all = new Uint8Array(n);
+    let at = 0;
+    for (const c of parts) { all.set(c, at); at += c.length; }
+    this.term.write(all);
+  }
+
+  // Drops all queued output but the newest `tail` bytes, from the start of a line there (a
+  // cut inside a line or a UTF-8 sequence would show as garbage; escape sequences that set a
+  // mode before the cut are lost, as with any skip).
+  skipToTail(now) {
+    const all = new Uint8Array(this.queued);
+    let at = 0;
+    for (const c of this.queue) { all.set(c, at); at += c.length; }
+    let from = Math.max(0, all.length - limits.tail);
+    const nl = all.indexOf(0x0a, from);
+    from = nl >= 0 && nl + 1 < all.length ? nl + 1 : from;
+    const dropped = from;
+    this.queue = [all.subarray(from)];
+    this.queued = all.length - from;
+    this.skipped += dropped;
+    this.skippedNow += dropped;
+    if (!this.flooding) {
+      this.flooding = true;
+      clearTimeout(this.noticeTimer);
+      this.lastDraw = 0;
+    }
   }
 
   // The server closes a socket whose message exceeds 64 KiB, and a paste can be longer: send
@@ -272,7 +415,8 @@ class LivePane {
   }
 
   send(msg) {
-    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+    if (this.writer) this.writer.write(JSON.stringify(msg)).catch(() => { /* closed: said by closed() */ });
+    else if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
   }
 
   onMessage(m) {
@@ -292,7 +436,9 @@ class LivePane {
         else this.flash(m.message || m.code);
         break;
       case 'dropped':
-        this.flash(`fell behind: ${m.lost} bytes of output skipped`);
+        // While the pane skips on its own, the daemon's drops are part of the same count.
+        if (this.flooding) { this.skipped += m.lost; this.skippedNow += m.lost; }
+        else this.flash(`fell behind: ${m.lost} bytes of output skipped`);
         break;
       case 'exit':
         this.ended = true;
@@ -319,7 +465,7 @@ class LivePane {
     if (you) {
       // A "read-only" notice from before the take no longer holds.
       clearTimeout(this.noticeTimer);
-      if (!this.skipping) this.notice.textContent = '';
+      if (!this.flooding) this.notice.textContent = '';
       this.lastSize = '';
       this.fitIfControlling();
       this.term.focus();
@@ -361,7 +507,8 @@ class LivePane {
   dispose() {
     this.ended = true;
     this.resizeObserver.disconnect();
-    try { this.ws.close(1000); } catch { /* already closed */ }
+    try { this.ws?.close(1000); } catch { /* already closed */ }
+    try { this.wss?.close({ closeCode: 1000 }); } catch { /* already closed */ }
     this.term.dispose();
     this.root.remove();
     state.panes.delete(this.key);

@@ -123,7 +123,7 @@ describe('as a supervisor', () => {
   test('a flood the page cannot draw in time is skipped, said, and output goes on', async () => {
     await openLive(page, TRAIN);
     // Low limits, so that this machine's speed does not decide whether the page falls behind.
-    await page.evaluate(() => Object.assign(window.ptyvisorConsole.limits, { high: 64 << 10, low: 16 << 10 }));
+    await page.evaluate(() => Object.assign(window.ptyvisorConsole.limits, { backlog: 64 << 10 }));
     const line = 'flood '.repeat(13) + '\r\n';
     const chunk = line.repeat(Math.ceil((1 << 20) / line.length));
     mock.output(TRAIN, chunk.repeat(8));                         // 8 MiB in one frame: xterm.js needs a while
@@ -133,7 +133,33 @@ describe('as a supervisor', () => {
     mock.output(TRAIN, 'after the flood\r\n');
     await waitForText(page, TRAIN, 'after the flood', 30_000);
     await page.click(`${pane(TRAIN)} [data-action="close"]`);
-    await page.evaluate(() => Object.assign(window.ptyvisorConsole.limits, { high: 4 << 20, low: 512 << 10 }));
+    await page.evaluate(() => Object.assign(window.ptyvisorConsole.limits, { backlog: 256 << 10 }));
+  });
+
+  test('while one pane floods, another pane shows its output and the flood stays bounded', async () => {
+    await openLive(page, BASH);
+    await openLive(page, TRAIN);
+    const line = 'flood '.repeat(13) + '\r\n';
+    const chunk = line.repeat(Math.ceil((256 << 10) / line.length));
+    let flooding = true;
+    // 256 KiB every 5 ms for as long as the test runs: far more than xterm.js draws.
+    const flood = (async () => { while (flooding) { mock.output(TRAIN, chunk); await new Promise((r) => setTimeout(r, 5)); } })();
+    try {
+      await page.waitForFunction((sel) => document.querySelector(sel).textContent.includes('bytes of output skipped'),
+        { timeout: 30_000, polling: 20 }, `${pane(TRAIN)} [data-role="notice"]`);
+      mock.output(BASH, 'quiet line during the flood\r\n');
+      await waitForText(page, BASH, 'quiet line during the flood', 10_000);
+      const queued = await page.evaluate((key) => window.ptyvisorConsole.panes.get(key).queued, `live:${TRAIN}`);
+      const backlog = await page.evaluate(() => window.ptyvisorConsole.limits.backlog);
+      assert.ok(queued <= backlog + chunk.length, `the flooding pane holds ${queued} bytes, at most ${backlog} + one message expected`);
+    } finally {
+      flooding = false;
+      await flood;
+    }
+    mock.output(TRAIN, 'after the second flood\r\n');
+    await waitForText(page, TRAIN, 'after the second flood', 30_000);
+    await page.click(`${pane(TRAIN)} [data-action="close"]`);
+    await page.click(`${pane(BASH)} [data-action="close"]`);
   });
 
   test('an exited session says how it ended', async () => {
