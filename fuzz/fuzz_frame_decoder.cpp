@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "protocol/command_payloads.h"
+#include "protocol/control_payloads.h"
 #include "protocol/screen_payloads.h"
 #include "protocol/session_payloads.h"
 #include "payload_fuzz.h"
@@ -60,6 +61,11 @@ void check_frame(const protocol::Frame& f) {
         case FrameType::Executed: fuzz::check_payload(p, n, protocol::decode_executed); break;
         case FrameType::Watch: fuzz::check_payload(p, n, protocol::decode_watch); break;
         case FrameType::Event: fuzz::check_payload(p, n, protocol::decode_event); break;
+        case FrameType::Control: fuzz::check_payload(p, n, protocol::decode_control); break;
+        case FrameType::Controller: fuzz::check_payload(p, n, protocol::decode_controller); break;
+        case FrameType::Refused: fuzz::check_payload(p, n, protocol::decode_refused); break;
+        case FrameType::Recording: fuzz::check_payload(p, n, protocol::decode_recording); break;
+        case FrameType::Cast: fuzz::check_payload(p, n, protocol::decode_cast); break;
         case FrameType::Send: {
             // Binary: fuzz_session_payloads checks its decoder's invariants; here, no crash.
             (void)protocol::decode_send(std::span(p, n));
