@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,28 @@ using ptyvisor::UniqueFd;
 
 constexpr uid_t kNobody = 65534;
 constexpr int kWaitMs = 10000;
+
+// The binary nobody runs: the build tree may be unreachable to it (a clone in /root, mode
+// 0700), so a copy goes into a directory of its own that anyone may enter, once per process,
+// made before any child is forked.
+char copy_dir[] = "/tmp/ptyvisor-web-test.XXXXXX";  // a plain array: valid in an atexit handler
+
+const std::string& runnable_cli() {
+    static const std::string path = [] {
+        char* dir = copy_dir;
+        if (::mkdtemp(dir) == nullptr || ::chmod(dir, 0755) != 0) return std::string(PTYVISOR_CLI_PATH);
+        const std::string copy = std::string(dir) + "/ptyvisor";
+        std::error_code e;
+        std::filesystem::copy_file(PTYVISOR_CLI_PATH, copy, e);
+        if (e || ::chmod(copy.c_str(), 0755) != 0) return std::string(PTYVISOR_CLI_PATH);
+        std::atexit([] {
+            std::error_code ignored;
+            std::filesystem::remove_all(copy_dir, ignored);
+        });
+        return copy;
+    }();
+    return path;
+}
 
 // A `ptyvisor web` child with its stdout and stderr on pipes.
 struct WebProcess {
@@ -45,6 +68,7 @@ struct WebProcess {
 
     // Starts it with `args`; as nobody when `drop` and we are root.
     void start(const std::vector<std::string>& args, bool drop = true) {
+        const std::string path = runnable_cli();
         int o[2], e[2];
         ASSERT_EQ(::pipe2(o, O_CLOEXEC), 0);
         ASSERT_EQ(::pipe2(e, O_CLOEXEC), 0);
@@ -57,8 +81,8 @@ struct WebProcess {
                 if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) ::_exit(120);
             }
             std::vector<char*> argv;
-            std::string path = PTYVISOR_CLI_PATH;
-            argv.push_back(path.data());
+            std::string program = path;
+            argv.push_back(program.data());
             std::vector<std::string> copy = args;
             for (auto& a : copy) argv.push_back(a.data());
             argv.push_back(nullptr);
