@@ -436,6 +436,11 @@ bool Connection::queue_drained() {
         close();
         return false;
     }
+    // The latest CONTROLLER, held back while the queue was full (push_controller).
+    if (controller_untold_ && session_ && relaying_) {
+        queue_controller();
+        return true;
+    }
     // The queue took all it had: more of the log may be waiting.
     if (session_ && relaying_ && cursor_ < session_->log().end()) {
         pump_output();

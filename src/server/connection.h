@@ -178,7 +178,8 @@ private:
     void refuse_relay(protocol::FrameType type);  // REFUSED, at most once a second, counted
     void tell_refused(protocol::FrameType type);
     void push_refused_count();
-    void push_controller();
+    void push_controller();   // queues CONTROLLER (or marks it untold) and flushes
+    void queue_controller();
     void handle_recording(const protocol::Frame& frame);
     // Version 4 (connection_commands.cpp).
     void handle_commands(const protocol::Frame& frame);
@@ -255,6 +256,7 @@ private:
     bool may_hold_ = false;                 // a supervisor attached: CONTROL may take the terminal
     std::uint64_t refused_pending_ = 0;     // the agent's frames refused since the last REFUSED
     std::uint64_t refused_told_usec_ = 0;   // when the last REFUSED went (CLOCK_MONOTONIC)
+    bool controller_untold_ = false;        // a CONTROLLER waits for the queue to drain
     std::uint64_t cursor_ = 0;     // the next log offset to send
     bool relaying_ = false;        // STARTED or ATTACHED is queued: OUTPUT may follow
     bool discard_output_ = false;  // a stalled client: what it did not take is dropped

@@ -72,6 +72,19 @@ void Connection::control_changed() {
 }
 
 void Connection::push_controller() {
+    // A client that does not read, while a person takes and hands back in a loop, would make
+    // the daemon queue a notice per change: past one frame's worth queued, only the latest
+    // state is told, once the queue has drained (queue_drained).
+    if (transport_.queue().size() > protocol::kMaxIoPayloadSize) {
+        controller_untold_ = true;
+        return;
+    }
+    queue_controller();
+    flush_output();
+}
+
+void Connection::queue_controller() {
+    controller_untold_ = false;
     protocol::ControllerNotice notice;
     if (const auto* h = session_->holder()) {
         notice.controller = protocol::ControllerNotice::Kind::Supervisor;
@@ -80,7 +93,6 @@ void Connection::push_controller() {
         notice.you = h->client == this;
     }
     transport_.queue().push(FrameType::Controller, protocol::encode(notice));
-    flush_output();
 }
 
 // The agent's INPUT or RESIZE while a person holds the terminal: never carried out, never

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include <string>
 #include <vector>
@@ -292,6 +293,61 @@ TEST_F(Supervisor, AgentAttackFloodOfRefusedInputCostsOneNoticeASecondNotOneEach
     EXPECT_EQ(counted, kFrames);
     EXPECT_LE(notices, static_cast<std::uint64_t>(seconds) + 2) << "one REFUSED a second, and the rest at the hand-back";
     EXPECT_EQ(agent->output().find('x'), std::string::npos) << "a refused byte reached the terminal";
+}
+
+}  // namespace
+}  // namespace ptyvisor::itest
+
+namespace ptyvisor::itest {
+namespace {
+
+// A person who takes and hands back in a loop, while the agent's client reads nothing, must
+// not make the daemon queue a CONTROLLER per change for it: past one frame's worth queued,
+// only the latest state waits (the last notice the agent reads says who holds it now).
+TEST_F(Supervisor, SupervisorAttackControlTogglingCannotGrowAQueueThatIsNotRead) {
+    ASSERT_NE(start_daemon(supervised_config()), nullptr);
+    const std::string id = start_detached({"cat"});
+    ASSERT_FALSE(id.empty());
+    auto agent = attach(id, /*observe=*/false);
+    ASSERT_NE(agent, nullptr);
+    ASSERT_TRUE(expect_attached(*agent));
+    auto supervisor = person(kAdm);
+    ASSERT_NE(supervisor, nullptr);
+    ASSERT_EQ(supervisor->send_frame(FrameType::Attach, protocol::encode(protocol::AttachRequest{id, {}, true, false})), 0);
+    ASSERT_TRUE(expect_attached(*supervisor));
+
+    constexpr int kToggles = 20000;
+    std::vector<std::uint8_t> toggles;
+    for (int i = 0; i < kToggles; ++i) {
+        const auto f = protocol::encode_frame(FrameType::Control, protocol::encode(protocol::ControlRequest{i % 2 == 0}));
+        toggles.insert(toggles.end(), f.begin(), f.end());
+    }
+    // Ends taken: an odd count of frames would end handed back.
+    const auto last = protocol::encode_frame(FrameType::Control, protocol::encode(protocol::ControlRequest{true}));
+    toggles.insert(toggles.end(), last.begin(), last.end());
+    // The supervisor's own notices are drained by a reader thread, so that only the agent's
+    // queue is left unread.
+    std::thread drain([&] {
+        for (;;) {
+            auto in = supervisor->next(Millis(2000));
+            if (in.kind != Incoming::Kind::Frame) return;
+        }
+    });
+    ASSERT_EQ(supervisor->send(toggles), 0);
+    drain.join();
+
+    int notices = 0;
+    std::optional<protocol::ControllerNotice> latest;
+    for (;;) {
+        auto in = agent->next(Millis(2000));
+        if (in.kind != Incoming::Kind::Frame) break;
+        if (in.frame.type != FrameType::Controller) continue;
+        ++notices;
+        latest = protocol::decode_controller(in.frame.text()).value;
+    }
+    ASSERT_TRUE(latest);
+    EXPECT_EQ(latest->controller, protocol::ControllerNotice::Kind::Supervisor);
+    EXPECT_LT(notices, kToggles / 4) << "a notice per change was queued for a client that did not read";
 }
 
 }  // namespace
