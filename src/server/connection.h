@@ -173,7 +173,7 @@ private:
     void handle_snapshot(const protocol::Frame& frame);  // connection_screen.cpp
     // Version 5 (connection_control.cpp): a person at the wheel, and recordings.
     [[nodiscard]] std::string_view role_name(Access access) const;
-    void refuse_held(const Session& session);  // ERROR held_by_supervisor (busy before version 5)
+    void refuse_held(Session& session);  // ERROR held_by_supervisor (busy before version 5)
     void handle_control(const protocol::Frame& frame);
     void refuse_relay(protocol::FrameType type);  // REFUSED, at most once a second, counted
     void tell_refused(protocol::FrameType type);

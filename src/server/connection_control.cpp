@@ -34,7 +34,7 @@ std::string_view Connection::role_name(Access access) const {
 }
 
 // A request of the agent's that would type into, or resize, a terminal a person holds.
-void Connection::refuse_held(const Session& session) {
+void Connection::refuse_held(Session& session) {
     session.count_refused();
     const auto* h = session.holder();
     const std::string who = "a person (uid " + std::to_string(h ? h->uid : 0) + ") holds this terminal";

@@ -179,7 +179,7 @@ public:
     void release(SessionClient* client);
     // Counts a frame of the agent's refused because a person holds the terminal (logged, in
     // sum, when it is handed back).
-    void count_refused() const {
+    void count_refused() {
         if (holder_) ++holder_->refused;
     }
     // Whether the session was recorded (server/recording.h): its file outlives the recorder,
@@ -325,7 +325,7 @@ private:
 
     std::vector<std::pair<SessionClient*, Role>> clients_;
     SessionClient* controller_ = nullptr;
-    mutable std::optional<Holder> holder_;  // mutable: count_refused() counts, changes nothing
+    std::optional<Holder> holder_;
 
     std::vector<std::uint8_t> held_input_;
     std::uint64_t bytes_in_ = 0;
