@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "backends/sandbox_profile.h"
 #include "common/process.h"
 #include "protocol/payloads.h"
 
@@ -63,6 +64,9 @@ struct SessionSpec {
     // with them, never with the daemon's (root's NPROC, its raised NOFILE). Where a configured
     // property sets one (LimitNOFILE=, ...), that one wins. nullopt: the backend's defaults.
     std::optional<ResourceLimits> limits;
+    // The profile the session runs under (sandbox_profile.h); nullopt: none. check_profile()
+    // accepted it before start() is called.
+    std::optional<SandboxProfile> profile;
     // Filled by the backend's Resolver, where it has one.
     std::string cwd_path;   // the working directory's path
     std::string exec_path;  // argv[0], looked up as the agent would look it up
@@ -112,6 +116,9 @@ public:
     // `done(ok, why)` is called exactly once, from the event loop.
     virtual void stop(Clock::time_point deadline,
                       std::function<void(bool ok, std::string why)> done) = 0;
+    // What the session has cost so far, read from its cgroup (cheap: cgroup files, never a bus
+    // round trip); nullopt when the backend cannot tell. Valid after on_exited too, until stop().
+    [[nodiscard]] virtual std::optional<SessionUsage> usage() const { return std::nullopt; }
 };
 
 // What the kernel told us about a connecting peer.
@@ -175,6 +182,13 @@ public:
     // otherwise exactly one of events.on_started / on_start_failed follows.
     virtual std::unique_ptr<SessionProcesses> start(SessionSpec spec, SessionEvents events,
                                            std::string& why) = 0;
+
+    // Whether this backend can enforce every setting of `profile` on this host. False with
+    // `why` (safe to show the client): the START is refused rather than run unconfined.
+    virtual bool check_profile(const SandboxProfile& profile, std::string& why) const {
+        why = "the " + std::string(name()) + " backend cannot enforce profile \"" + profile.name + "\"";
+        return false;
+    }
 
     // Whether `peer` may have a session: it must not run inside a session this backend
     // started, and when allowed units are configured it must be the MainPID of one of them.

@@ -108,6 +108,7 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
     holds_slot_ = true;  // reserved by the starter, ours from now on
     created_ = static_cast<std::int64_t>(std::time(nullptr));
     argv_ = spec.argv;
+    if (spec.profile) profile_name_ = spec.profile->name;
     cwd_ = spec.cwd_path;
     size_ = size;
     attach(starter, Role::Controller);
@@ -751,6 +752,13 @@ void Session::unstore_for_handover() {
     if (!stored_) return;
     stored_ = false;
     for (const char* kind : {"pty", "log", "meta"}) fd_store_remove(handover_name(kind, id_));
+}
+
+std::optional<backends::SessionUsage> Session::usage() const {
+    if (processes_) {
+        if (auto now = processes_->usage()) return now;
+    }
+    return final_usage_;
 }
 
 }  // namespace ptyvisor::server

@@ -114,6 +114,11 @@ public:
     [[nodiscard]] const std::string& unit() const override { return unit_; }
     [[nodiscard]] const std::vector<std::string>& argv() const { return argv_; }
     [[nodiscard]] const std::string& cwd() const { return cwd_; }
+    // The sandbox profile it runs under (backends/sandbox_profile.h); empty: none.
+    [[nodiscard]] const std::string& profile_name() const { return profile_name_; }
+    // What it has cost so far, from its cgroup; nullopt when the backend cannot tell, or once
+    // its processes are gone. After the end: the last figures read (the end record's).
+    [[nodiscard]] std::optional<backends::SessionUsage> usage() const;
     [[nodiscard]] std::int64_t created() const { return created_; }
     // Whether the terminal flooded in its last input event (see read_terminal): a bulk session.
     [[nodiscard]] bool bulk() const override { return bulk_; }
@@ -318,6 +323,8 @@ private:
     EventSource terminal_source_, drain_timer_;
     EventSource reattach_timer_;  // an adopted bound session waits for its controller
     std::unique_ptr<backends::SessionProcesses> processes_;
+    std::string profile_name_;
+    std::optional<backends::SessionUsage> final_usage_;  // read as it ended
     protocol::WindowSize size_;
     pid_t main_pid_ = 0;
     bool holds_slot_ = false;
