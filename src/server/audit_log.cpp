@@ -251,10 +251,15 @@ std::string journal_datagram(std::span<const std::string> fields) {
 // --- JournalSink ---------------------------------------------------------------------------
 
 int JournalSink::open(const std::string& socket_path) {
+    path_ = socket_path;
+    return connect();
+}
+
+int JournalSink::connect() {
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
-    if (socket_path.size() >= sizeof address.sun_path) return -ENAMETOOLONG;
-    std::memcpy(address.sun_path, socket_path.c_str(), socket_path.size() + 1);
+    if (path_.size() >= sizeof address.sun_path) return -ENAMETOOLONG;
+    std::memcpy(address.sun_path, path_.c_str(), path_.size() + 1);
     UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) return -errno;
     // A datagram connect on a Unix socket only names the peer: it never waits.
@@ -264,16 +269,23 @@ int JournalSink::open(const std::string& socket_path) {
 }
 
 int JournalSink::write(const AuditRecord& record) {
-    if (!socket_) return -ENOTCONN;
     const auto fields = audit_journal_fields(record);
     const auto datagram = journal_datagram(fields);
-    if (::send(socket_.get(), datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) return 0;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        // journald is behind: waiting for it would stall every session, so the record goes.
-        ++dropped_;
-        return 1;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (!socket_) {
+            if (const int r = connect(); r < 0) return r;
+        }
+        if (::send(socket_.get(), datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) return 0;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            // journald is behind: waiting for it would stall every session, so the record goes.
+            ++dropped_;
+            return 1;
+        }
+        // The socket we named is gone (journald restarted and bound a new one): name it again.
+        if (errno != ECONNREFUSED && errno != ENOTCONN && errno != ECONNRESET) return -errno;
+        socket_.reset();
     }
-    return -errno;
+    return -ECONNREFUSED;
 }
 
 // --- FileSink -------------------------------------------------------------------------------
@@ -312,7 +324,11 @@ int FileSink::rotate() {
 }
 
 int FileSink::write(const AuditRecord& record) {
-    if (!file_) return -EBADF;
+    if (!directory_) return -EBADF;
+    // A rotation whose reopening failed (a full inode table, say) is retried with each record.
+    if (!file_) {
+        if (const int r = open_file(); r < 0) return r;
+    }
     std::string line = audit_json_line(record);
     line.push_back('\n');
     if (size_ > 0 && size_ + line.size() > max_bytes_) {

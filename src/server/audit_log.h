@@ -118,11 +118,15 @@ public:
     static constexpr const char* kDefaultSocket = "/run/systemd/journal/socket";
     // 0, or -errno when the socket cannot be made or connected.
     int open(const std::string& socket_path = kDefaultSocket);
-    // 0 when sent, 1 when dropped (journald's queue is full), -errno otherwise.
+    // 0 when sent, 1 when dropped (journald's queue is full), -errno otherwise. A journald
+    // that restarted (the socket it had is gone) is connected to again, once per record.
     int write(const AuditRecord& record);
     [[nodiscard]] std::uint64_t dropped() const { return dropped_; }
 
 private:
+    int connect();
+
+    std::string path_;
     UniqueFd socket_;
     std::uint64_t dropped_ = 0;
 };

@@ -246,6 +246,20 @@ TEST(AuditLog, StalledJournalDropsInsteadOfBlocking) {
     EXPECT_EQ(sink.write(r), 0);
 }
 
+TEST(AuditLog, JournalRestartIsFollowed) {
+    TempDir dir;
+    JournalSink sink;
+    {
+        FakeJournal first(dir.path + "/socket");
+        ASSERT_EQ(sink.open(first.path), 0);
+        ASSERT_EQ(sink.write(start_record()), 0);
+        ::unlink(first.path.c_str());
+    }
+    FakeJournal second(dir.path + "/socket");
+    ASSERT_EQ(sink.write(start_record()), 0);
+    EXPECT_NE(second.receive().find("PTYVISOR_KIND=start\n"), std::string::npos);
+}
+
 TEST(AuditLog, FileSinkWritesPrivateJsonLinesAndRotatesOnce) {
     TempDir dir;
     FileSink sink;

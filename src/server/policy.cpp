@@ -199,13 +199,17 @@ bool parse_policy(const toml::table& policy_table, const std::string& file, Poli
     if (ok) {
         if (const auto* node = policy_table.get("rules")) {
             const auto* rules = node->as_array();
-            if (!rules || !rules->is_array_of_tables())
+            if (!rules || (!rules->empty() && !rules->is_array_of_tables()))
                 ok = e.fail(*node, "'rules' must be an array of tables ([[policy.rules]])");
             else if (rules->size() > kMaxRules)
                 ok = e.fail(*node, "more than " + std::to_string(kMaxRules) + " rules");
             else
                 for (const auto& r : *rules) {
                     PolicyRule rule;
+                    if (!r.is_table()) {
+                        ok = e.fail(r, "'rules' must be an array of tables ([[policy.rules]])");
+                        break;
+                    }
                     if (!(ok = parse_rule(e, *r.as_table(), file, rule))) break;
                     parsed.rules.push_back(std::move(rule));
                 }

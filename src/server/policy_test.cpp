@@ -136,6 +136,12 @@ TEST(Policy, DefaultsAreAllowAndFiveMinutes) {
     EXPECT_EQ(d.where, "default");
 }
 
+TEST(Policy, EmptyRulesArrayIsNoRules) {
+    EXPECT_TRUE(parsed("[policy]\nrules = []\n").rules.empty());
+    EXPECT_EQ(refusal("[policy]\nrules = [1]\n"),
+              "test.toml: line 2, column 9: 'rules' must be an array of tables ([[policy.rules]])");
+}
+
 TEST(Policy, DefaultDenyGivesAReason) {
     const auto policy = parsed("[policy]\ndefault = \"deny\"\n");
     const auto d = evaluate(policy, {"ls"}, "/", std::nullopt);
