@@ -32,6 +32,7 @@ enum class ErrorCode {
     // Version 5.
     HeldBySupervisor,    // a person holds the terminal: the agent's input waits
     // Version 6.
+    Denied,              // the administrator's policy refuses this START
     ProfileNotAllowed,   // START named a profile the agent may not choose
     ProfileUnavailable,  // this host cannot enforce the session's profile
 };

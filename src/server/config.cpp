@@ -264,7 +264,7 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
     Reader r(path, root);
     r.only(root, {"user", "socket", "backend", "allow_units", "unit_prefix", "state_directory",
                   "observer_group", "supervisor_group", "limits", "timeouts", "recording", "session", "screen",
-                  "profiles", "allowed_profiles", "default_profile"});
+                  "profiles", "allowed_profiles", "default_profile", "policy"});
     r.string(root, "user", c.user);
     r.string(root, "socket", c.socket);
     r.string(root, "backend", c.backend);
@@ -344,6 +344,12 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
             read_profile(r, name, *v.as_table(), c.profiles[name]);
         }
     }
+    if (const auto* t = subtable(r, root, "policy"); t && !r.failed) {
+        if (std::string policy_why; !parse_policy(*t, path, c.policy, policy_why)) {
+            why = policy_why;
+            return false;
+        }
+    }
     if (r.failed) why = r.why;
     return !r.failed;
 }
@@ -379,6 +385,14 @@ bool validate(const Config& c, std::string& why) {
         if (!is_service_unit_name(u)) return refuse(why, "allow_units entry '" + u + "' is not a service unit name");
     if (c.limits.max_unauthenticated_per_peer > c.limits.max_unauthenticated)
         return refuse(why, "max_unauthenticated_per_peer must not exceed max_unauthenticated");
+    // "ask" needs a person to answer (approvals), which this version does not offer yet: a
+    // policy that says it is refused rather than read as allow or deny.
+    if (c.policy.default_decision == Verdict::Ask)
+        return refuse(why, "[policy] default = \"ask\": approvals are not offered by this version of ptyvisord");
+    for (const auto& rule : c.policy.rules)
+        if (rule.decision == Verdict::Ask)
+            return refuse(why, rule.where + ": decision = \"ask\": approvals are not offered by this version of "
+                                            "ptyvisord");
     if (!c.default_profile.empty() && !c.profiles.contains(c.default_profile))
         return refuse(why, "default_profile '" + c.default_profile + "' is not defined in [profiles]");
     for (const auto& name : c.allowed_profiles)

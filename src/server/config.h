@@ -12,6 +12,7 @@
 
 #include "backends/sandbox_profile.h"
 #include "client/default_socket.h"
+#include "server/policy.h"
 
 namespace ptyvisor::server {
 
@@ -82,6 +83,8 @@ struct Config {
     std::map<std::string, backends::SandboxProfile> profiles;
     std::vector<std::string> allowed_profiles;
     std::string default_profile;
+    // [policy] (server/policy.h, docs/policy.md): what the agent may start.
+    Policy policy;
 };
 
 // "512M", "2G", "65536" (bytes; K, M, G, T are powers of 1024). nullopt when malformed.

@@ -242,8 +242,10 @@ void Connection::handle_start(const protocol::Frame& frame) {
         return send_error(version_ >= 6 ? *choice.error : ErrorCode::StartFailed, choice.why);
     }
     SessionStarter::Context context{server_.event(),     &server_.config(), &server_.account(), &server_.backend(),
-                                    &server_.admission(), &server_.worker(), &server_.sessions()};
+                                    &server_.admission(), &server_.worker(), &server_.sessions(), &server_.audit()};
     SessionStarter::Callbacks callbacks;
+    // `denied` goes to every version: a new error code is a compatible change (section 8), and
+    // an older client reads it as internal with the policy's reason as its message.
     callbacks.refused = [this](ErrorCode code, const std::string& why) { send_error(code, why); };
     callbacks.attached = [this](Session& session) {
         session_ = &session;

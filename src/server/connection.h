@@ -70,6 +70,7 @@
 #include "common/unique_fd.h"
 #include "protocol/frame_decoder.h"
 #include "protocol/payloads.h"
+#include "server/audit_log.h"
 #include "server/blocking_worker.h"
 #include "server/client_transport.h"
 #include "server/output_batch.h"
@@ -174,6 +175,9 @@ private:
     // Version 5 (connection_control.cpp): a person at the wheel, and recordings.
     [[nodiscard]] std::string_view role_name(Access access) const;
     void refuse_held(Session& session);  // ERROR held_by_supervisor (busy before version 5)
+    // One act of this client's on `session` into the audit log (docs/policy.md): `kind` with
+    // the peer's pid and uid; `fill` sets the act's own fields.
+    void audit(AuditKind kind, const Session& session, const std::function<void(AuditRecord&)>& fill = {});
     void handle_control(const protocol::Frame& frame);
     void refuse_relay(protocol::FrameType type);  // REFUSED, at most once a second, counted
     void tell_refused(protocol::FrameType type);

@@ -42,6 +42,16 @@ void Connection::refuse_held(Session& session) {
     send_error(ErrorCode::Busy, who + "; try again later");
 }
 
+void Connection::audit(AuditKind kind, const Session& session, const std::function<void(AuditRecord&)>& fill) {
+    AuditRecord r;
+    r.kind = kind;
+    r.session = session.id();
+    r.peer_pid = peer_.cred.pid;
+    r.peer_uid = peer_.cred.uid;
+    if (fill) fill(r);
+    server_.audit().record(std::move(r));
+}
+
 void Connection::handle_control(const protocol::Frame& frame) {
     const auto request = protocol::decode_control(frame.text());
     if (!request) return send_error(ErrorCode::BadFrame, "CONTROL: " + request.error);
@@ -60,6 +70,7 @@ void Connection::handle_control(const protocol::Frame& frame) {
         return flush_output();
     }
     session_->hold(this, peer_.cred.uid);
+    audit(AuditKind::Takeover, *session_);
 }
 
 // Every client attached to the session is told; those of version 5 in a relay hear CONTROLLER.

@@ -102,6 +102,8 @@ void Connection::handle_attach(const protocol::Frame& frame) {
     enter(Stage::Relay);
     // Before relaying_: ATTACHED says that this connection holds it, and comes first.
     if (holding) session->hold(this, peer_.cred.uid);
+    audit(AuditKind::Attach, *session, [&](AuditRecord& a) { a.mode = wanted == Role::Controller ? "control" : "observe"; });
+    if (holding) audit(AuditKind::Takeover, *session);
     relaying_ = true;
     // A person holding the terminal asked to control it: "controller" is what it is now.
     protocol::AttachedReply reply{session->id(), session->unit(), session->main_pid(), wanted == Role::Observer && !holding,
@@ -277,6 +279,9 @@ void Connection::handle_kill(const protocol::Frame& frame) {
     Session* session = find_session(request.value->id, Request::Kill);
     if (!session) return;
     const auto& r = *request.value;
+    audit(AuditKind::Kill, *session, [&](AuditRecord& a) {
+        if (r.signal != 0) a.signal = r.signal;
+    });
     if (r.signal != 0) {
         kill_signal_ = KillSignal{session->id(), r.signal};
         return deliver_kill_signal();
@@ -331,6 +336,9 @@ void Connection::handle_send(const protocol::Frame& frame) {
     if (session->holder()) return refuse_held(*session);
     if (session->input_full()) return send_error(ErrorCode::Busy, "the session's input is full; try again");
     session->write_input(request.value->input);
+    audit(AuditKind::Send, *session, [&](AuditRecord& a) {
+        a.text.assign(request.value->input.begin(), request.value->input.end());
+    });
     reply(FrameType::Sent, protocol::encode(protocol::SentReply{request.value->input.size()}));
 }
 

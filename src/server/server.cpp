@@ -101,6 +101,7 @@ Server::Server(Config config, backends::Account account, std::unique_ptr<backend
     session_context_.admission = &admission_;
     session_context_.backend = backend_.get();
     session_context_.recordings = &recordings_;
+    session_context_.audit = &audit_;
     session_context_.screens = &screens_;
 }
 
@@ -171,6 +172,16 @@ int Server::init(UniqueFd listener) {
     if (const int r = recordings_.init(); r < 0) {
         log_error("cannot record sessions; refusing to run without recording",
                   {{"DIRECTORY", config_.recording.directory}, {"ERROR", private_directory_error(r)}});
+        return r;
+    }
+
+    // Every act on record (docs/policy.md): the journal, else a file in the state directory.
+    // An audit that silently records nothing is worse than none: the daemon does not run.
+    AuditLog::Options audit_options;
+    audit_options.directory = config_.state_directory;
+    std::string audit_why;
+    if (const int r = audit_.open(audit_options, audit_why); r < 0) {
+        log_error("cannot keep the audit log; refusing to run without it", {{"ERROR", audit_why}});
         return r;
     }
 

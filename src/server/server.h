@@ -22,6 +22,7 @@
 #include "common/unique_fd.h"
 #include "protocol/payloads.h"
 #include "server/admission.h"
+#include "server/audit_log.h"
 #include "server/blocking_worker.h"
 #include "server/config.h"
 #include "server/connection.h"
@@ -59,6 +60,7 @@ public:
     BlockingWorker& worker() { return worker_; }
     SessionRegistry& sessions() { return sessions_; }
     Recordings& recordings() { return recordings_; }
+    AuditLog& audit() { return audit_; }
     ScreenBroker& screens() { return screens_; }
     ReplyBudget& replies() { return replies_; }
     // Whether the peer is a member of the configured observer group.
@@ -135,6 +137,7 @@ private:
     EventSource accept_source_, sigterm_source_, sigint_source_, sighup_source_, reap_source_, watchdog_source_;
     // Outlives the sessions, whose recorders tell it when they close.
     Recordings recordings_;
+    AuditLog audit_;
     // Outlives the sessions, which tell it when they go.
     ScreenBroker screens_{event_, screen_broker_options(config_.screen), [this] { return shutting_down_; }};
     // What every session runs with (filled in by the constructor): outlives them.

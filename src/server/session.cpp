@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "protocol/session_payloads.h"
+#include "server/audit_log.h"
 #include "server/pty.h"
 #include "server/recording.h"
 #include "server/screen_broker.h"
@@ -711,6 +712,16 @@ void Session::finish(protocol::ExitStatus status) {
     held_input_.clear();
     unstore_for_handover();
     release_slot();
+    if (!start_failed_ && context_.audit) {
+        AuditRecord r;
+        r.kind = AuditKind::End;
+        r.session = id_;
+        r.exit_status = status.shell_status();
+        if (status.kind == protocol::ExitStatus::Kind::Signaled) r.signal = status.signal;
+        r.reason = std::string(protocol::to_string(status.reason));
+        r.profile = profile_name_;
+        context_.audit->record(std::move(r));
+    }
     if (!start_failed_)
         log_info("session ended", {{"UNIT", unit_}, {"REASON", std::string(protocol::to_string(status.reason))},
                                    {"EXIT", std::to_string(status.shell_status())},

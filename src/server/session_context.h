@@ -15,6 +15,7 @@
 
 namespace ptyvisor::server {
 
+class AuditLog;
 class Recordings;
 class ScreenBroker;
 class Session;
@@ -38,6 +39,7 @@ struct SessionContext {
     backends::Backend* backend = nullptr;
     Recordings* recordings = nullptr;     // optional
     ScreenBroker* screens = nullptr;      // optional
+    AuditLog* audit = nullptr;            // optional (a unit test's context has none)
 };
 
 }  // namespace ptyvisor::server

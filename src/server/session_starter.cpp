@@ -1,6 +1,7 @@
 #include "server/session_starter.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <exception>
@@ -9,6 +10,7 @@
 #include "common/linux.h"
 #include "common/log.h"
 #include "common/process.h"
+#include "server/audit_log.h"
 #include "server/session.h"
 #include "server/session_environment.h"
 #include "server/shell_integration.h"
@@ -39,6 +41,12 @@ struct SessionStarter::Check {
                 why = "the directory does not match cwd_dev and cwd_ino";
             } else if (resolver && !resolver(spec, why)) {
                 error = ErrorCode::StartFailed;
+            } else if (spec.cwd_path.empty()) {
+                // The directory's path as the kernel names it, for the policy and LIST.
+                char link[4096];
+                const std::string fd_path = "/proc/self/fd/" + std::to_string(cwd.get());
+                const ssize_t n = ::readlink(fd_path.c_str(), link, sizeof link);
+                if (n > 0 && static_cast<std::size_t>(n) < sizeof link) spec.cwd_path.assign(link, static_cast<std::size_t>(n));
             }
         } catch (...) {
             error = ErrorCode::Internal;
@@ -95,6 +103,7 @@ void SessionStarter::begin(protocol::StartRequest request, UniqueFd cwd, bool de
     check->cwd = std::move(cwd);
     auto& spec = check->spec;
     spec.argv = std::move(request.argv);
+    for (const auto& e : request.env) env_names_.push_back(e.substr(0, e.find('=')));
     spec.env = session_environment(std::move(request.env), request.term, account);
     if (shell_integration) {
         std::string why;
@@ -126,7 +135,36 @@ void SessionStarter::on_checked() {
     cwd_ = std::move(check->cwd);
     if (check->error) return callbacks_.refused(*check->error, check->why);
     spec_ = std::move(check->spec);
+    // The administrator's policy (server/policy.h) on what, where and under which profile;
+    // the argv it judges is the one that runs (with a shell's integration, the shell).
+    std::optional<std::string> profile;
+    if (spec_->profile) profile = spec_->profile->name;
+    const Decision decision = evaluate(context_.config->policy, spec_->argv, spec_->cwd_path, profile);
+    rule_ = decision.where;
+    if (decision.verdict != Verdict::Allow) {
+        audit_start("", "deny", decision.reason);
+        log_info("session start denied by the policy",
+                 {{"PEER_PID", std::to_string(peer_.cred.pid)}, {"RULE", decision.where}, {"REASON", decision.reason}});
+        return callbacks_.refused(ErrorCode::Denied, decision.reason);
+    }
     authorize(false);
+}
+
+void SessionStarter::audit_start(const std::string& session, const std::string& decision, const std::string& reason) {
+    if (!context_.audit || !spec_) return;
+    AuditRecord r;
+    r.kind = AuditKind::Start;
+    r.session = session;
+    r.argv = spec_->argv;
+    r.cwd = spec_->cwd_path;
+    r.env_names = env_names_;
+    if (spec_->profile) r.profile = spec_->profile->name;
+    r.peer_pid = peer_.cred.pid;
+    r.peer_uid = peer_.cred.uid;
+    r.rule = rule_;
+    r.decision = decision;
+    r.reason = reason;
+    context_.audit->record(std::move(r));
 }
 
 void SessionStarter::authorize(bool rechecked) {
@@ -175,10 +213,11 @@ void SessionStarter::on_rechecked() {
 }
 
 void SessionStarter::start() {
+    Session& session = context_.sessions->create(detach_);
+    audit_start(session.id(), "allow", "");
     backends::SessionSpec spec = std::move(*spec_);
     spec_.reset();
     const std::string argv0 = spec.argv.front();
-    Session& session = context_.sessions->create(detach_);
     if (!shell_.empty()) session.set_shell(shell_);
     callbacks_.attached(session);
     holds_slot_ = false;  // the session's from now on, whatever start() says

@@ -42,6 +42,8 @@
 
 namespace ptyvisor::server {
 
+class AuditLog;
+
 class Session;
 class SessionClient;
 class SessionRegistry;
@@ -57,6 +59,7 @@ public:
         Admission* admission = nullptr;
         BlockingWorker* worker = nullptr;
         SessionRegistry* sessions = nullptr;
+        AuditLog* audit = nullptr;  // optional
     };
     struct Callbacks {
         std::function<void(protocol::ErrorCode, const std::string&)> refused;
@@ -110,6 +113,9 @@ private:
     std::string shell_;  // "bash" or "zsh" when started with shell integration
     UniqueFd cwd_;
     std::optional<backends::SessionSpec> spec_;
+    std::vector<std::string> env_names_;  // what the START set, for the audit (never values)
+    std::string rule_;                    // the policy's rule that allowed it ("FILE:LINE", "default")
+    void audit_start(const std::string& session, const std::string& decision, const std::string& reason);
     std::shared_ptr<Check> check_;
     std::shared_ptr<BlockingWorker::Completion> checking_;
     std::shared_ptr<std::function<void()>> rechecking_;

@@ -23,7 +23,7 @@ protected:
         DaemonConfig cfg = config();
         cfg.allowed_profiles = {"short", "idle"};
         cfg.default_profile = "timed";
-        cfg.profiles_toml = R"([profiles.short]
+        cfg.tables_toml = R"([profiles.short]
 runtime_max = 1
 [profiles.idle]
 idle_timeout = 1

@@ -120,6 +120,7 @@ export const WIRE_ERROR_CODES = [
   "session_ended",
   "no_shell_integration",
   "held_by_supervisor",
+  "denied",
   "profile_not_allowed",
   "profile_unavailable",
 ] as const;

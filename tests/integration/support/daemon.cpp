@@ -91,7 +91,7 @@ std::string DaemonConfig::to_toml() const {
         t << "\n[session.properties]\n";
         for (const auto& [k, v] : properties) t << k << " = " << quote(v) << "\n";
     }
-    if (!profiles_toml.empty()) t << "\n" << profiles_toml << "\n";
+    if (!tables_toml.empty()) t << "\n" << tables_toml << "\n";
     return t.str();
 }
 

@@ -55,11 +55,11 @@ struct DaemonConfig {
     // [session.properties]
     std::map<std::string, std::string> properties;
 
-    // Sandbox profiles: allowed_profiles, default_profile, and the [profiles.NAME] tables as
-    // TOML text (written last).
+    // Sandbox profiles and the policy: allowed_profiles, default_profile, and tables such as
+    // [profiles.NAME] and [policy] as TOML text (written last).
     std::vector<std::string> allowed_profiles;
     std::string default_profile;
-    std::string profiles_toml;
+    std::string tables_toml;
 
     // Not configuration: a library the daemon's process is started with (LD_PRELOAD), to
     // inject a fault. Empty: none.

@@ -139,6 +139,13 @@ class HeldBySupervisor(PtyvisorError):
     code = "held_by_supervisor"
 
 
+class Denied(PtyvisorError):
+    """The administrator's policy does not let the agent start this command (protocol 13);
+    the message is the policy's reason."""
+
+    code = "denied"
+
+
 class ProfileNotAllowed(PtyvisorError):
     """START named a sandbox profile the configuration does not offer the agent (protocol 13)."""
 
@@ -171,7 +178,7 @@ ERRORS_BY_CODE: dict[str, type[PtyvisorError]] = {
     for cls in (BadFrame, UnsupportedVersion, TooBig, UnexpectedFrame, WrongFdCount,
                 NotADirectory, CwdMismatch, NotAllowed, Busy, RateLimited, Overloaded,
                 HandshakeTimeout, StartFailed, Internal, ShuttingDown, NoSuchSession,
-                SessionEnded, NoShellIntegration, HeldBySupervisor, ProfileNotAllowed,
+                SessionEnded, NoShellIntegration, HeldBySupervisor, Denied, ProfileNotAllowed,
                 ProfileUnavailable)
 }
 
