@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 #include <systemd/sd-journal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -150,8 +151,11 @@ int read_journal(const AuditFilter& filter, const AuditSink& sink, std::string& 
     }
     const std::unique_ptr<sd_journal, decltype(&sd_journal_close)> journal(raw, &sd_journal_close);
     if (sd_journal_has_runtime_files(raw) <= 0 && sd_journal_has_persistent_files(raw) <= 0) {
-        why = "no journal files this account can read (the system journal is for root and the groups "
-              "systemd-journal and adm); an audit file is read with --file";
+        why = ::geteuid() == 0
+                  ? std::string("no audit file at ") + kDefaultAuditFile +
+                        " and no journal files (no journald here?); name a file with --file"
+                  : std::string("no journal files this account can read (the system journal is for root and the "
+                                "groups systemd-journal and adm); an audit file is read with --file");
         return -EACCES;
     }
     // Matches on one field are alternatives; on different fields, all must hold.

@@ -145,21 +145,28 @@ std::string redact(std::string_view text, std::span<const std::string> secrets) 
         if (!s.empty()) ordered.emplace_back(s);
     if (ordered.empty()) return std::string(text);
     std::sort(ordered.begin(), ordered.end(), [](auto a, auto b) { return a.size() > b.size(); });
-    // One pass: a marker already written is never searched again, so a short secret cannot
-    // match inside "[secret]".
+    // Left to right, each secret's next occurrence kept (found with memchr-backed find), the
+    // earliest and then the longest replaced; what a marker replaced is never searched again,
+    // so a short secret cannot match inside "[secret]".
+    std::vector<std::size_t> next(ordered.size());
+    for (std::size_t k = 0; k < ordered.size(); ++k) next[k] = text.find(ordered[k]);
     std::string out;
     out.reserve(text.size());
     std::size_t i = 0;
-    while (i < text.size()) {
-        const auto rest = text.substr(i);
-        const auto hit = std::find_if(ordered.begin(), ordered.end(), [&](auto s) { return rest.starts_with(s); });
-        if (hit != ordered.end()) {
-            out += kSecretMarker;
-            i += hit->size();
-        } else {
-            out += text[i++];
+    for (;;) {
+        std::size_t best = std::string_view::npos, length = 0;
+        for (std::size_t k = 0; k < ordered.size(); ++k) {
+            if (next[k] != std::string_view::npos && next[k] < i) next[k] = text.find(ordered[k], i);
+            if (next[k] < best) {  // ties keep the earlier, longer secret
+                best = next[k];
+                length = ordered[k].size();
+            }
         }
+        if (best == std::string_view::npos) break;
+        out.append(text.substr(i, best - i)).append(kSecretMarker);
+        i = best + length;
     }
+    out.append(text.substr(i));
     return out;
 }
 
