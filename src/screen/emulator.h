@@ -49,6 +49,7 @@ class Emulator {
 
     // The answers to queries since the last call, as the terminal would have written them.
     std::string take_answers();
+    [[nodiscard]] bool has_answers() const { return !answers_.empty(); }
 
     // libvterm's callbacks (C linkage trampolines in emulator.cpp).
     struct Callbacks;
