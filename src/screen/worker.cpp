@@ -63,7 +63,7 @@ bool Worker::open(Reader& r, std::vector<UniqueFd>& fds) {
     s->origin_cols = s->cols = std::clamp<std::uint16_t>(cols, 1, Emulator::kMaxSide);
     s->origin_rows = s->rows = std::clamp<std::uint16_t>(rows, 1, Emulator::kMaxSide);
     s->scrollback = scrollback;
-    s->last_used = Clock::now();
+    touch(*s);
     if (const auto old = sessions_.find(id); old != sessions_.end() && old->second->emulator) --resident_;
     Session& session = *s;
     sessions_[id] = std::move(s);
@@ -81,7 +81,7 @@ bool Worker::advance(Reader& r) {
     const auto it = sessions_.find(id);
     if (it == sessions_.end()) return true;  // closed meanwhile
     Session& s = *it->second;
-    s.last_used = Clock::now();
+    touch(s);
     process(s, end);
     send_advanced(id, s, s.emulator ? s.emulator->take_answers() : std::string());
     return true;
@@ -108,7 +108,7 @@ bool Worker::resize(Reader& r) {
     const auto it = sessions_.find(id);
     if (it == sessions_.end()) return true;
     Session& s = *it->second;
-    s.last_used = Clock::now();
+    touch(s);
     process(s, at);
     cols = std::clamp<std::uint16_t>(cols, 1, Emulator::kMaxSide);
     rows = std::clamp<std::uint16_t>(rows, 1, Emulator::kMaxSide);
@@ -140,7 +140,7 @@ bool Worker::snapshot(Reader& r) {
     const auto it = sessions_.find(id);
     if (it == sessions_.end()) return false;
     Session& s = *it->second;
-    s.last_used = Clock::now();
+    touch(s);
     process(s, upto);
     auto reply = emulator(s).snapshot(scrollback, attributes != 0);
     reply.offset = s.processed;
@@ -255,10 +255,21 @@ bool Worker::evictable(const Session& s) const {
            s.processed - s.origin <= s.capacity / 2;
 }
 
+void Worker::touch(Session& s) {
+    s.last_used = Clock::now();
+    touched_ = true;
+}
+
 std::size_t Worker::evict_quiet(Clock::time_point now) {
     std::size_t evicted = 0;
+    touched_ = false;
+    waiting_ = 0;
     for (auto& [id, s] : sessions_) {
-        if (now - s->last_used < kQuietPeriod || !evictable(*s)) continue;
+        if (!evictable(*s)) continue;  // its answers go with the next Advance, which touches it
+        if (now - s->last_used < kQuietPeriod) {
+            ++waiting_;
+            continue;
+        }
         s->emulator.reset();
         --resident_;
         ++evicted;

@@ -60,6 +60,10 @@ class Worker {
     // Gives back the emulator of each session that has had no message since `now` minus
     // kQuietPeriod and can be rebuilt exactly. Returns how many it gave back.
     std::size_t evict_quiet(Clock::time_point now);
+    // Whether a later evict_quiet() may give back an emulator: a session had a message since
+    // the last one, or one that can be given back was not quiet yet. False when what is left
+    // resident must stay (evictable), so that the process around sleeps without a timer.
+    [[nodiscard]] bool sweep_due() const { return touched_ || waiting_ > 0; }
 
   private:
     struct SizeChange {
@@ -89,7 +93,9 @@ class Worker {
     Emulator& emulator(Session& s);
     // Feeds the log's bytes [from, to) to `e`; false when some were overwritten.
     bool replay(const Session& s, Emulator& e, std::uint64_t from, std::uint64_t to);
+    // Whether the session's emulator could be rebuilt exactly now (quiet or not).
     [[nodiscard]] bool evictable(const Session& s) const;
+    void touch(Session& s);
     // Copies the log's bytes [at, at + n) into chunk_; false when the ring overwrote them.
     bool copy(const Session& s, std::uint64_t at, std::size_t n);
     bool open(Reader& r, std::vector<UniqueFd>& fds);
@@ -104,6 +110,8 @@ class Worker {
     Send send_;
     std::map<std::uint32_t, std::unique_ptr<Session>> sessions_;
     std::size_t resident_ = 0;
+    bool touched_ = false;    // a session had a message since the last evict_quiet()
+    std::size_t waiting_ = 0;  // evictable sessions the last evict_quiet() found not yet quiet
     std::vector<std::uint8_t> chunk_;
     std::vector<server::ShellMark> found_;  // reused by process()
 };

@@ -44,13 +44,13 @@ int serve() {
     std::vector<std::uint8_t> buffer(64 * 1024), pending;
     std::vector<UniqueFd> fds;
     // Quiet sessions' emulators are given back (worker.h) by a sweep every quarter of the
-    // quiet period, which runs only while some session holds one: a worker whose sessions are
-    // all idle sleeps in poll() with no timeout, as before.
+    // quiet period, which runs only while one may be given back: a worker whose sessions are
+    // all idle, or hold emulators that must stay, sleeps in poll() with no timeout, as before.
     constexpr auto kSweep = screen::Worker::kQuietPeriod / 4;
     auto next_sweep = screen::Worker::Clock::now() + kSweep;
     while (!broken) {
         int timeout = -1;
-        if (worker.resident() > 0) {
+        if (worker.sweep_due()) {
             const auto now = screen::Worker::Clock::now();
             if (now >= next_sweep) {
                 // Freed cells go back to the kernel: without the trim they stay in the heap.

@@ -328,8 +328,23 @@ TEST_F(WorkerTest, ASessionPastHalfItsLogKeepsItsEmulator) {
     ASSERT_TRUE(open(1, 0, 0));
     append(std::string(log->capacity() / 2 + 1, 'z'));
     advance(*this, 1);
+    EXPECT_TRUE(worker.sweep_due());
     EXPECT_EQ(worker.evict_quiet(after_quiet()), 0u);
     EXPECT_EQ(worker.resident(), 1u);
+    EXPECT_FALSE(worker.sweep_due());  // no timer for an emulator that must stay
+}
+
+TEST_F(WorkerTest, ASweepIsDueUntilEveryEvictableSessionIsGivenBack) {
+    ASSERT_TRUE(open(1, 0, 0));
+    EXPECT_EQ(worker.evict_quiet(Worker::Clock::now()), 0u);
+    EXPECT_FALSE(worker.sweep_due());  // nothing resident
+    append("x");
+    advance(*this, 1);
+    EXPECT_TRUE(worker.sweep_due());
+    EXPECT_EQ(worker.evict_quiet(Worker::Clock::now()), 0u);
+    EXPECT_TRUE(worker.sweep_due());  // not quiet yet
+    EXPECT_EQ(worker.evict_quiet(after_quiet()), 1u);
+    EXPECT_FALSE(worker.sweep_due());
 }
 
 TEST_F(WorkerTest, ASessionResizedPastItsHistoryKeepsItsEmulator) {
