@@ -244,6 +244,7 @@ Emulator& Worker::emulator(Session& s) {
     e->take_answers();
     s.emulator = std::move(e);
     ++resident_;
+    touched_ = true;
     return *s.emulator;
 }
 
@@ -257,7 +258,9 @@ bool Worker::evictable(const Session& s) const {
 
 void Worker::touch(Session& s) {
     s.last_used = Clock::now();
-    touched_ = true;
+    // A session without an emulator needs no sweep (one made later sets it in emulator()):
+    // an idle session's Open or Resize costs the worker no wake-up.
+    if (s.emulator) touched_ = true;
 }
 
 std::size_t Worker::evict_quiet(Clock::time_point now) {

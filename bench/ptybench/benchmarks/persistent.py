@@ -53,7 +53,24 @@ class Persistent:
             time.sleep(1.0)  # the starters' connections are closed and handled
             after = self.daemon_memory(pid)
             idle = self.wakeups(pid, window)
-            # Sessions that showed something: their emulators exist until the quiet period.
+            # The first LIST on its own, timed: it may cost what later ones answer from a cache
+            # (each session's input probe, input_watch.h), and the warm-ups below would hide it.
+            c0 = self.cpu_parts(pid)
+            fj, out["commands"]["first_list"] = self.sessionbench("list", ["--count", 1, "--warmup", 0, "--expect", k],
+                                                                  timeout=300, sock=sock)
+            c1 = self.cpu_parts(pid)
+            fj["cpu_ms"] = {part: (c1[part] - c0[part]) * 1000 for part in c0}
+            out["first_list"] = fj
+            c0 = self.cpu_parts(pid)
+            lj, out["commands"]["list"] = self.sessionbench("list", ["--count", lists, "--warmup", warm, "--expect", k],
+                                                            timeout=120, sock=sock)
+            c1 = self.cpu_parts(pid)
+            lj["cpu_ms_per_list"] = {part: (c1[part] - c0[part]) * 1000 / (lists + warm) for part in c0}
+            lj["daemon_cpu_ms_per_list"] = sum(lj["cpu_ms_per_list"].values())  # both parts, as before
+            lj["requests"] = lists + warm
+            after_list = self.daemon_memory(pid)
+            # Then sessions that showed something (after LIST, which is timed with K sessions):
+            # their emulators exist until the quiet period. Measured from after_list.
             sj, out["commands"]["start_shown"] = self.sessionbench(
                 "idle-start", ["--sessions", k, "--window", 4, "--", "sh", "-c", SHOWN], timeout=300, sock=sock)
             if len(set(sj["ids"])) != k:
@@ -71,22 +88,6 @@ class Persistent:
             out["shown_screen"] = {"title": screen.get("title"), "last_line": (screen.get("lines") or [""])[-2]}
             if screen.get("title") != "idle" or screen.get("lines", [""])[-2] != str(SHOWN_LINES):
                 raise Failure(f"a shown session's screen after its quiet period is not what it printed: {screen}")
-            # The first LIST on its own, timed: it may cost what later ones answer from a cache
-            # (each session's input probe, input_watch.h), and the warm-ups below would hide it.
-            c0 = self.cpu_parts(pid)
-            fj, out["commands"]["first_list"] = self.sessionbench("list", ["--count", 1, "--warmup", 0, "--expect", 2 * k],
-                                                                  timeout=300, sock=sock)
-            c1 = self.cpu_parts(pid)
-            fj["cpu_ms"] = {part: (c1[part] - c0[part]) * 1000 for part in c0}
-            out["first_list"] = fj
-            c0 = self.cpu_parts(pid)
-            lj, out["commands"]["list"] = self.sessionbench("list", ["--count", lists, "--warmup", warm, "--expect", 2 * k],
-                                                            timeout=120, sock=sock)
-            c1 = self.cpu_parts(pid)
-            lj["cpu_ms_per_list"] = {part: (c1[part] - c0[part]) * 1000 / (lists + warm) for part in c0}
-            lj["daemon_cpu_ms_per_list"] = sum(lj["cpu_ms_per_list"].values())  # both parts, as before
-            lj["requests"] = lists + warm
-            after_list = self.daemon_memory(pid)
             kj, out["commands"]["kill"] = self.sessionbench("kill", ["--window", 4], timeout=300, sock=sock,
                                                             input="\n".join(ids).encode())
             out["commands"]["kill"] += " < ids"
@@ -116,9 +117,9 @@ class Persistent:
         t0, t1 = self.memory_totals(before), self.memory_totals(after)
         tot_parts = {part: (t1[part] - t0[part]) / k for part in t0}
         tot = tot_parts["both"]
-        t2, t3 = self.memory_totals(shown), self.memory_totals(quiet)
-        shown_parts = {part: (t2[part] - t1[part]) / k for part in t1}
-        quiet_parts = {part: (t3[part] - t1[part]) / k for part in t1}
+        t1l, t2, t3 = self.memory_totals(after_list), self.memory_totals(shown), self.memory_totals(quiet)
+        shown_parts = {part: (t2[part] - t1l[part]) / k for part in t1l}
+        quiet_parts = {part: (t3[part] - t1l[part]) / k for part in t1l}
         out.update({"shown": shown, "quiet": quiet, "wakeups_quiet": idle_quiet,
                     "shown_total_per_session_kib_parts": shown_parts, "quiet_total_per_session_kib_parts": quiet_parts})
         out.update({"before": before, "after": after, "after_list": after_list, "per_session_kib": per,
