@@ -56,17 +56,18 @@ fi
 
 # Each runner also writes a JUnit report: a skipped test fails the run unless
 # tests/skip-allowlist.txt allows it there (the node-pty half under Bun), since both runners
-# exit 0 over skips (tests/check-results.py). The suites run as the test account.
+# exit 0 over skips (tests/check-results.py). The suites run as the test account, against a
+# daemon that offers the sandbox profiles of test/daemon-extra.toml.
 "$root/scripts/ensure-test-account.sh"
 install -d -o ptyvisor-test -m 0755 "$tmp/reports"
 status=0
 echo "== node $(node --version)"
-"$root/scripts/with-daemon.sh" --build "$build" -- node --test --test-concurrency=1 \
+"$root/scripts/with-daemon.sh" --build "$build" --config-extra "$here/test/daemon-extra.toml" -- node --test --test-concurrency=1 \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=junit --test-reporter-destination="$tmp/reports/node.xml" test/ || status=1
 python3 "$root/tests/check-results.py" node "$tmp/reports/node.xml" || status=1
 echo "== bun $("$tmp/bin/bun" --version)"
-"$root/scripts/with-daemon.sh" --build "$build" -- "$tmp/bin/bun" test \
+"$root/scripts/with-daemon.sh" --build "$build" --config-extra "$here/test/daemon-extra.toml" -- "$tmp/bin/bun" test \
   --reporter=junit --reporter-outfile="$tmp/reports/bun.xml" ./test/ || status=1
 python3 "$root/tests/check-results.py" bun "$tmp/reports/bun.xml" || status=1
 exit $status

@@ -363,3 +363,105 @@ def test_a_broken_watch_is_a_typed_error(fake_daemon, reply):
     watch = ptyvisor.Client(fake_daemon(reply), timeout=10).watch(SID)
     with pytest.raises((errors.ProtocolError, errors.ConnectionLost)):
         list(watch)
+
+
+# -- sandbox profiles (protocol version 6, section 13) -----------------------------------
+
+REFUSES_VERSION_6 = frame(9, {"code": "unsupported_version",
+                              "message": "version 6 is not supported"}, version=1)
+STARTED = {"unit": f"ptyvisor-{SID}.service", "pid": 1, "id": SID}
+
+
+def start_request(request: bytes) -> tuple[int, dict]:
+    """The version and the JSON of the START the fake daemon read."""
+    assert request[3] == 1
+    return request[2], json.loads(request[8:8 + struct.unpack(">I", request[4:8])[0]])
+
+
+@pytest.mark.parametrize("call", [
+    lambda path, env: ptyvisor.Client(path, timeout=10).start(["true"], env=env, profile="p"),
+    lambda path, env: ptyvisor.spawn("true", env=env, socket_path=path, profile="p"),
+    lambda path, env: asyncio.run(ptyvisor.AsyncClient(path, timeout=10).start(
+        ["true"], env=env, profile="p")),
+], ids=["start", "spawn", "async_start"])
+def test_a_daemon_without_version_6_does_not_offer_profiles(fake_daemon, session_env, call):
+    path = fake_daemon(REFUSES_VERSION_6)
+    with pytest.raises(errors.UnsupportedVersion, match="sandbox profiles.*version 6"):
+        call(path, session_env)
+    version, body = start_request(fake_daemon.requests[0])
+    assert version == 6 and body["profile"] == "p"
+
+
+def test_a_start_without_a_profile_keeps_its_older_version(fake_daemon, session_env):
+    path = fake_daemon(frame(2, STARTED))
+    ptyvisor.Client(path, timeout=10).start(["true"], env=session_env)
+    path = fake_daemon(frame(2, STARTED))
+    ptyvisor.Client(path, timeout=10).start(["bash", "-i"], env=session_env,
+                                            shell_integration=True)
+    (v_plain, plain), (v_shell, shell) = map(start_request, fake_daemon.requests)
+    assert (v_plain, v_shell) == (2, 4)
+    assert "profile" not in plain and "profile" not in shell
+
+
+def test_a_profile_is_checked_before_anything_is_sent(session_env):
+    client = ptyvisor.Client("/nonexistent/ptyvisor.sock", timeout=10)
+    bad: list = ["", "x" * 65, 7]   # 7: a caller without type checks
+    for profile in bad:
+        with pytest.raises(ValueError):
+            client.start(["true"], env=session_env, profile=profile)
+
+
+def test_spawn_with_a_profile_reads_the_new_exit_reasons_and_version_5_notices(
+        fake_daemon, session_env):
+    """A version 6 relay may be told that a person took the terminal (CONTROLLER) and that
+    input was refused (REFUSED): neither ends it. Then the profile's runtime_max ends it."""
+    exit_body = {"status": "signaled", "signal": 15, "core_dumped": False,
+                 "reason": "runtime-limit"}
+    path = fake_daemon(frame(2, STARTED) + frame(4, b"working", version=6)
+                       + frame(36, {"controller": "supervisor", "uid": 0, "since": 5,
+                                    "you": False}, version=6)
+                       + frame(37, {"code": "held_by_supervisor", "message": "", "what": "input",
+                                    "count": 3}, version=6)
+                       + frame(8, exit_body, version=6))
+    child = ptyvisor.spawn("sleep 60", env=session_env, socket_path=path, timeout=10,
+                           profile="short")
+    assert child.expect(ptyvisor.EOF) == 0
+    assert child.before == b"working"
+    assert child.exit_reason == "runtime-limit" and child.signalstatus == 15
+    assert child._relay.refused == 3 and child._relay.controller == "supervisor"
+
+
+def test_a_version_5_notice_in_an_older_connection_is_a_protocol_error(fake_daemon, session_env):
+    path = fake_daemon(frame(2, STARTED) + frame(36, {"controller": "agent", "since": 0,
+                                                      "you": True}, version=5))
+    with pytest.raises(errors.ProtocolError, match="version 5"):
+        ptyvisor.spawn("true", env=session_env, socket_path=path, timeout=10).expect(
+            ptyvisor.EOF)
+
+
+def test_list_entries_carry_profile_and_typed_usage(fake_daemon):
+    usage = {"cpu_usec": 1500, "memory_peak": 4096, "tasks_peak": 3, "oom_kills": 0,
+             "a_later_figure": 9}
+    path = fake_daemon(frame(17, {"sessions": [
+        {"id": SID, "state": "running", "profile": "build", "usage": usage},
+        {"id": "b" * 32, "state": "running"}]}))
+    profiled, bare = list_with(path)
+    assert profiled.profile == "build"
+    assert profiled.usage == ptyvisor.Usage(cpu_usec=1500, memory_peak=4096, tasks_peak=3,
+                                            oom_kills=0)
+    assert profiled.usage.memory_current is None
+    assert (bare.profile, bare.usage) == (None, None)
+
+
+@pytest.mark.parametrize("entry", [
+    {"profile": 3},
+    {"usage": [1, 2]},
+    {"usage": {"cpu_usec": -1}},
+    {"usage": {"memory_peak": "4096"}},
+    {"usage": {"oom_kills": True}},
+    {"usage": {"tasks_peak": 2**64}},
+], ids=["profile", "usage_array", "negative", "string", "bool", "over_64_bits"])
+def test_a_malformed_profile_or_usage_is_a_protocol_error(fake_daemon, entry):
+    path = fake_daemon(frame(17, {"sessions": [{"id": SID, "state": "running", **entry}]}))
+    with pytest.raises(errors.ProtocolError):
+        list_with(path)

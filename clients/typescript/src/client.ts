@@ -3,11 +3,12 @@
 // commands of version 4 (section 11): exec, commands, watch, wait for a command, a prompt or
 // input. Each call is one connection; each takes an AbortSignal that closes it (a WAIT so
 // cancelled is dropped by the daemon). Only the calls that need a newer version negotiate it:
-// the rest work against any daemon of version 2.
+// the rest work against any daemon of version 2. A START speaks version 6 (section 13) only
+// when it names a sandbox profile, version 4 only with shell integration.
 import fs from "node:fs";
 import { ConnectionLostError, ProtocolError, PtyvisorError, ServerError, UnsupportedVersionError } from "./errors.js";
 import { Connection, expectJson, resolveSocketPath } from "./connection.js";
-import { COMMANDS_PROTOCOL_VERSION, encodeFrame, FrameType, MAX_IO_PAYLOAD, SCREEN_PROTOCOL_VERSION } from "./frame.js";
+import { COMMANDS_PROTOCOL_VERSION, encodeFrame, FrameType, MAX_IO_PAYLOAD, PROFILES_PROTOCOL_VERSION, SCREEN_PROTOCOL_VERSION } from "./frame.js";
 import { sendfd } from "./native.js";
 import { commandList, executed, killed, logHeader, sessionInfo, started, waited } from "./parse.js";
 import { parseScreen, type Screen, type SnapshotOptions } from "./screen.js";
@@ -35,6 +36,13 @@ export interface StartOptions {
    * Needs protocol version 4 (the START is sent in it).
    */
   shellIntegration?: boolean;
+  /**
+   * The sandbox profile to run the command under (13.1; default: the daemon's
+   * default_profile). One the configuration does not offer is ServerError
+   * `profile_not_allowed`, one this host cannot enforce `profile_unavailable`. Needs protocol
+   * version 6 (the START is sent in it only when a profile is named).
+   */
+  profile?: string;
   signal?: AbortSignal;
 }
 
@@ -118,7 +126,7 @@ export class Client {
     try {
       return started(await conn.reply(FrameType.STARTED, "START", options.signal));
     } catch (e) {
-      throw options.shellIntegration ? versionError(e, "shell integration") : e;
+      throw startVersionError(e, options);
     } finally {
       conn.close();
     }
@@ -130,7 +138,7 @@ export class Client {
     try {
       await session.ready;
     } catch (e) {
-      throw options.shellIntegration ? versionError(e, "shell integration") : e;
+      throw startVersionError(e, options);
     }
     return session;
   }
@@ -366,8 +374,7 @@ export class Client {
   /** Connects and sends START with the directory's descriptor (section 5.1). */
   async connectStart(argv: string[], options: OpenOptions): Promise<Connection> {
     const payload = startPayload(argv, options);
-    // shell_integration is a member of version 4: an older connection ignores it (section 11).
-    const version = options.shellIntegration ? COMMANDS_PROTOCOL_VERSION : undefined;
+    const version = startVersion(options);
     const conn = await Connection.open(this.socketPath, options.signal, version);
     try {
       sendStart(conn, payload, options.cwd ?? process.cwd());
@@ -418,7 +425,35 @@ function startPayload(argv: string[], options: OpenOptions): Record<string, unkn
   };
   if (options.detach) payload.detach = true;
   if (options.shellIntegration) payload.shell_integration = true;
+  if (options.profile !== undefined) payload.profile = checkProfile(options.profile);
   return payload;
+}
+
+/** START's `profile` bound (13.1). */
+const MAX_PROFILE_BYTES = 64;
+
+/** A name the daemon could judge; whether it is allowed is the daemon's answer (profile_not_allowed). */
+function checkProfile(profile: unknown): string {
+  if (typeof profile !== "string" || profile === "" || Buffer.byteLength(profile, "utf8") > MAX_PROFILE_BYTES) {
+    throw new PtyvisorError(`a profile is a name of 1 to ${MAX_PROFILE_BYTES} bytes, not ${JSON.stringify(profile)}`);
+  }
+  return profile;
+}
+
+/**
+ * START's connection version: the oldest that reads every member it carries. `profile` is read
+ * in version 6 only (13.1), `shell_integration` from version 4 (11): an older connection
+ * ignores them, so the session would run without what was asked for.
+ */
+function startVersion(options: StartOptions): number | undefined {
+  if (options.profile !== undefined) return PROFILES_PROTOCOL_VERSION;
+  return options.shellIntegration ? COMMANDS_PROTOCOL_VERSION : undefined;
+}
+
+/** A daemon's refusal of a START's version, naming the option that needed it. */
+export function startVersionError(e: unknown, options: StartOptions): unknown {
+  if (options.profile !== undefined) return versionError(e, "sandbox profiles", PROFILES_PROTOCOL_VERSION);
+  return options.shellIntegration ? versionError(e, "shell integration") : e;
 }
 
 /** NAME=VALUE entries; names the protocol refuses (empty, with "=") are left out. */
@@ -451,10 +486,10 @@ function sendStart(conn: Connection, payload: Record<string, unknown>, cwd: stri
   }
 }
 
-/** A daemon older than version 4 refuses the first frame's version (section 8): say which feature it lacks. */
-function versionError(e: unknown, feature: string): unknown {
+/** A daemon older than `version` refuses the first frame's version (section 8): say which feature it lacks. */
+function versionError(e: unknown, feature: string, version = COMMANDS_PROTOCOL_VERSION): unknown {
   if (e instanceof ServerError && !(e instanceof UnsupportedVersionError) && e.code === "unsupported_version") {
-    return new UnsupportedVersionError(feature, COMMANDS_PROTOCOL_VERSION, e.serverMessage);
+    return new UnsupportedVersionError(feature, version, e.serverMessage);
   }
   return e;
 }

@@ -10,6 +10,8 @@ export const PROTOCOL_VERSION = 2;
 export const SCREEN_PROTOCOL_VERSION = 3;
 /** The version of the command-aware requests (section 11): COMMANDS, EXEC, WATCH, WAIT for a command, a prompt or input. */
 export const COMMANDS_PROTOCOL_VERSION = 4;
+/** The version of a START that names a sandbox profile (section 13): an older one's `profile` is ignored. */
+export const PROFILES_PROTOCOL_VERSION = 6;
 
 export { FrameType } from "./wire.js";
 

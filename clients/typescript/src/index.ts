@@ -13,6 +13,6 @@ export type { ErrorCode } from "./errors.js";
 export { DEFAULT_SOCKET, resolveSocketPath } from "./connection.js";
 export { shellStatus } from "./types.js";
 export type * from "./types.js";
-export { encodeFrame, FrameDecoder, FrameError, FrameType, parseJsonObject, PROTOCOL_VERSION, SCREEN_PROTOCOL_VERSION, COMMANDS_PROTOCOL_VERSION } from "./frame.js";
+export { encodeFrame, FrameDecoder, FrameError, FrameType, parseJsonObject, PROTOCOL_VERSION, SCREEN_PROTOCOL_VERSION, COMMANDS_PROTOCOL_VERSION, PROFILES_PROTOCOL_VERSION } from "./frame.js";
 export { FROM_DAEMON, NEWEST_VERSION } from "./wire.js";
 export type { Frame } from "./frame.js";

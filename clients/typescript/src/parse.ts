@@ -11,6 +11,7 @@ import type {
   SessionEvent,
   SessionInfo,
   SessionState,
+  SessionUsage,
   ShellName,
   StartedInfo,
   WaitResult,
@@ -129,7 +130,37 @@ export function sessionInfo(body: Json): SessionInfo {
     waitingForInput: body.waiting_for_input === undefined ? false : bool(body, "waiting_for_input", what),
     waitingSince: body.waiting_since === undefined ? null : intOrNull(body, "waiting_since", what),
     lastCommand: recordOrNull(body, "last_command", what),
+    // 13.3: each present only when known.
+    profile: body.profile === undefined ? null : str(body, "profile", what),
+    usage: usageOrNull(body, what),
   };
+}
+
+/** The members of `usage` (13.3) and their names here; others are a later version's, left out. */
+const USAGE_MEMBERS: [string, keyof SessionUsage][] = [
+  ["cpu_usec", "cpuUsec"],
+  ["memory_current", "memoryCurrent"],
+  ["memory_peak", "memoryPeak"],
+  ["tasks_current", "tasksCurrent"],
+  ["tasks_peak", "tasksPeak"],
+  ["oom_kills", "oomKills"],
+  ["tasks_limit_hits", "tasksLimitHits"],
+  ["io_read_bytes", "ioReadBytes"],
+  ["io_write_bytes", "ioWriteBytes"],
+];
+
+function usageOrNull(body: Json, what: string): SessionUsage | null {
+  const v = body.usage;
+  if (v === undefined || v === null) return null;
+  if (typeof v !== "object" || Array.isArray(v)) fail(what, "usage");
+  const usage: SessionUsage = {};
+  // int() refuses negatives and fractions; a figure past 2^53 loses precision in a JS number
+  // (as every integer of this client does) but stays a number.
+  for (const [wire, name] of USAGE_MEMBERS) {
+    const figure = optInt(v as Json, wire, `${what}.usage`);
+    if (figure !== undefined) usage[name] = figure;
+  }
+  return usage;
 }
 
 function shellName(body: Json, what: string): ShellName | null {

@@ -8,7 +8,7 @@
 // comes before it). Input written earlier is sent after START and held by the daemon.
 import { EventEmitter } from "node:events";
 import { StringDecoder } from "node:string_decoder";
-import { Client } from "./client.js";
+import { Client, startVersionError } from "./client.js";
 import type { Screen, SnapshotOptions } from "./screen.js";
 import { type Session, signalNumber } from "./session.js";
 import type { ExitInfo } from "./types.js";
@@ -32,6 +32,8 @@ export interface IPtyForkOptions {
   encoding?: BufferEncoding | null;
   /** ptyvisor only: the daemon's socket (default PTYVISOR_SOCKET). */
   socketPath?: string;
+  /** ptyvisor only: the sandbox profile to run under (protocol 13; see StartOptions.profile). */
+  profile?: string;
 }
 
 export interface IExitEvent {
@@ -93,6 +95,7 @@ class SessionPty implements PtyvisorPty {
   constructor(
     file: string,
     readonly session: Session,
+    ready: Promise<void>,
     cols: number,
     rows: number,
     encoding: BufferEncoding | null,
@@ -100,7 +103,7 @@ class SessionPty implements PtyvisorPty {
     this.process = file;
     this.cols = cols;
     this.rows = rows;
-    this.ready = session.ready;
+    this.ready = ready;
     const decoder = encoding === null ? null : new StringDecoder(encoding);
     session.on("data", (chunk) => this.events.emit("data", decoder ? decoder.write(chunk) : chunk));
     session.exited.then(
@@ -159,7 +162,19 @@ export function spawn(file: string, args: string[] | string = [], options: IPtyF
   const client = new Client({ socketPath: options.socketPath });
   const cols = options.cols ?? 80;
   const rows = options.rows ?? 24;
-  const connection = client.connectStart(argv, { cwd: options.cwd, env: options.env, term: options.name ?? "xterm", cols, rows });
+  const connection = client.connectStart(argv, {
+    cwd: options.cwd,
+    env: options.env,
+    term: options.name ?? "xterm",
+    cols,
+    rows,
+    profile: options.profile,
+  });
   const session = client.openNow(connection);
-  return new SessionPty(file, session, cols, rows, options.encoding === undefined ? "utf8" : options.encoding);
+  // A daemon without version 6 refuses a profile's START: say so, as Client.open() does.
+  const ready = session.ready.catch((e: unknown) => {
+    throw startVersionError(e, { profile: options.profile });
+  });
+  ready.catch(() => {}); // as Session.ready: a caller that never awaits it is not an unhandled rejection
+  return new SessionPty(file, session, ready, cols, rows, options.encoding === undefined ? "utf8" : options.encoding);
 }

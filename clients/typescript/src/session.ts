@@ -26,6 +26,14 @@ export interface SessionEvents {
   dropped: [info: { offset: number; lost: number }];
   exit: [exit: ExitInfo];
   detached: [info: { offset: number; reason: string }];
+  /**
+   * Version 5 and later (a START with a profile speaks 6): the terminal changed hands (12.2).
+   * `controller` "supervisor": a person holds it, and this connection's input and resizes are
+   * refused until it is handed back.
+   */
+  controller: [info: { controller: string; uid?: number; since: number; you: boolean }];
+  /** Version 5 and later: `count` input, resize or control frames were not carried out (12.3). */
+  refused: [info: { code: string; what: string; count: number; message: string }];
   error: [error: Error];
 }
 
@@ -232,6 +240,28 @@ export class Session extends EventEmitter<SessionEvents> {
         this.rejectExit(new PtyvisorError(`detached (${info.reason}) at offset ${info.offset}`));
         this.emit("detached", info);
         return true;
+      }
+      // The frame decoder admits these only in a connection of version 5 or later (section 8).
+      case FrameType.CONTROLLER: {
+        const body = parseJsonObject({ type, payload });
+        const info: SessionEvents["controller"][0] = {
+          controller: str(body, "controller", "CONTROLLER"),
+          since: int(body, "since", "CONTROLLER"),
+          you: body.you === true,
+        };
+        if (body.uid !== undefined) info.uid = int(body, "uid", "CONTROLLER");
+        this.emit("controller", info);
+        return false;
+      }
+      case FrameType.REFUSED: {
+        const body = parseJsonObject({ type, payload });
+        this.emit("refused", {
+          code: str(body, "code", "REFUSED"),
+          what: str(body, "what", "REFUSED"),
+          count: int(body, "count", "REFUSED"),
+          message: typeof body.message === "string" ? body.message : "",
+        });
+        return false;
       }
       case FrameType.ERROR:
         throw serverError({ type, payload });

@@ -59,6 +59,30 @@ export interface SessionInfo {
   waitingSince: number | null;
   /** The running command's record, else the newest ended one, else null. */
   lastCommand: CommandRecord | null;
+  /** The session's sandbox profile (13.3), or null: none. */
+  profile: string | null;
+  /** What the session has cost (13.3), or null when the daemon knows no figure of it. */
+  usage: SessionUsage | null;
+}
+
+/**
+ * LIST's `usage` (13.3), from the session's cgroup. Each figure is present only where the
+ * host counts it. A running session's figures are at most a second old.
+ */
+export interface SessionUsage {
+  /** User and system CPU time, microseconds. */
+  cpuUsec?: number;
+  /** Bytes. */
+  memoryCurrent?: number;
+  memoryPeak?: number;
+  tasksCurrent?: number;
+  tasksPeak?: number;
+  /** Processes the OOM killer ended. */
+  oomKills?: number;
+  /** Forks refused at the profile's tasks_max. */
+  tasksLimitHits?: number;
+  ioReadBytes?: number;
+  ioWriteBytes?: number;
 }
 
 export interface ReadResult {

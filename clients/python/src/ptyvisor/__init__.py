@@ -5,7 +5,9 @@
   (start detached, attach, list, read, wait, kill, send), ``snapshot``, the screen of
   version 3 (a ``Screen``: lines, cursor, title, scrollback, attributes), and the
   command-aware sessions of version 4 (``start(shell_integration=True)``, ``exec``,
-  ``commands``, ``watch``, ``wait(for_="command")``).
+  ``commands``, ``watch``, ``wait(for_="command")``), and the sandbox profiles of version 6
+  (``start(profile=...)``, ``spawn(..., profile=...)``; ``SessionInfo.profile`` and
+  ``.usage``).
 - ``ptyvisor.errors``: ``PtyvisorError`` and one subclass per protocol error code.
 """
 
@@ -14,7 +16,7 @@ from .client import Attachment, Client, Watch
 from .commands import CommandList, Event, ExecResult
 from .errors import EOF, TIMEOUT, ExceptionPexpect, PtyvisorError
 from .protocol import (Attached, AttributeRun, CommandRecord, Cursor, ExitStatus, Killed, Log,
-                       Screen, SessionInfo, Started, Waited, default_socket_path)
+                       Screen, SessionInfo, Started, Usage, Waited, default_socket_path)
 from .pty_spawn import run, spawn
 
 __version__ = "0.1.0"
@@ -32,4 +34,4 @@ __all__ = ["spawn", "run", "EOF", "TIMEOUT", "ExceptionPexpect", "PtyvisorError"
            "Client", "Attachment", "AsyncClient", "AsyncAttachment", "Started", "SessionInfo",
            "Log", "Waited", "Killed", "Attached", "ExitStatus", "Screen", "Cursor", "AttributeRun",
            "default_socket_path", "Watch", "AsyncWatch", "CommandRecord", "CommandList",
-           "ExecResult", "Event"]
+           "ExecResult", "Event", "Usage"]

@@ -15,11 +15,11 @@ import socket
 from . import commands as cmds
 from . import protocol
 from .client import (kill_body, log_from, log_length, protocol_json, screen_from,
-                     send_payload, sessions_from, snapshot_refusal, start_body, start_version,
-                     wait_body)
+                     send_payload, sessions_from, snapshot_refusal, start_body, wait_body)
 from .commands import CommandList, Event, ExecResult, Executed
 from .connection import open_directory, send_with_fd
 from .errors import ConnectionLost, ProtocolError, UnsupportedVersion, error_from_payload
+from .profiles import check_profile, start_refusal, start_version
 from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, Screen, SessionInfo,
                        Started, Waited, check_id, member, position)
 
@@ -131,13 +131,14 @@ class AsyncClient:
             raise cmds.commands_refusal(e, call) from None
 
     async def start(self, argv, *, cwd=None, env=None, term="xterm-256color", rows=24,
-                    cols=80, shell_integration=False) -> Started:
-        version = start_version(shell_integration)
+                    cols=80, shell_integration=False, profile=None) -> Started:
+        check_profile(profile)
+        version = start_version(shell_integration, profile)
         fd = open_directory(cwd)
         try:
             data = protocol.encode_json_frame(
                 FrameType.START, start_body(argv, fd, env, term, rows, cols, True,
-                                            shell_integration), version)
+                                            shell_integration, profile), version)
             conn = await _AsyncConnection.open(self.socket_path, (data, fd), version)
         finally:
             os.close(fd)
@@ -145,9 +146,7 @@ class AsyncClient:
             return Started.from_payload(await asyncio.wait_for(conn.reply(FrameType.STARTED),
                                                                self.timeout))
         except UnsupportedVersion as e:
-            if shell_integration:
-                raise cmds.commands_refusal(e, "start(shell_integration=True)") from None
-            raise
+            raise start_refusal(e, "start", shell_integration, profile) from None
         finally:
             conn.close()
 

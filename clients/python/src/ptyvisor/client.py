@@ -19,6 +19,7 @@ from . import protocol
 from .commands import CommandList, Event, ExecResult, Executed
 from .connection import Connection, Relay, deadline_after, expect_reply, open_directory
 from .errors import ConnectionLost, ProtocolError, UnsupportedVersion, error_from_payload
+from .profiles import check_profile, start_refusal, start_version
 from .protocol import (Attached, ExitStatus, FrameType, Killed, Log, Screen, SessionInfo,
                        Started, Waited, check_id, member, position)
 
@@ -28,7 +29,7 @@ _SLACK = 10.0   # how much longer than the daemon's own timeout we wait for its 
 
 
 def start_body(argv, cwd_fd: int, env, term, rows: int, cols: int, detach: bool,
-               shell_integration: bool = False) -> dict:
+               shell_integration: bool = False, profile: str | None = None) -> dict:
     argv = [str(a) for a in argv]
     if not argv or not argv[0]:
         raise ValueError("argv needs a non-empty argv[0]")
@@ -41,12 +42,9 @@ def start_body(argv, cwd_fd: int, env, term, rows: int, cols: int, detach: bool,
         body["detach"] = True
     if shell_integration:
         body["shell_integration"] = True
+    if check_profile(profile) is not None:
+        body["profile"] = profile
     return body
-
-
-def start_version(shell_integration: bool) -> int:
-    """START's connection version: `shell_integration` is ignored below version 4 (11)."""
-    return protocol.COMMANDS_VERSION if shell_integration else protocol.VERSION
 
 
 def wait_body(session_id, until, pattern, quiet, offset, timeout, after=None) -> dict:
@@ -158,25 +156,27 @@ class Client:
 
     def start(self, argv, *, cwd=None, env: dict[str, str] | None = None,
               term: str | None = "xterm-256color", rows: int = 24, cols: int = 80,
-              shell_integration: bool = False) -> Started:
+              shell_integration: bool = False, profile: str | None = None) -> Started:
         """Starts argv detached (it outlives this call) and returns its Started (.id).
         shell_integration=True: argv is bash or zsh (options -i, -l, --login only), started
         with the daemon's integration script so that exec(), commands() and watch() know its
-        commands (protocol 11.2)."""
-        conn = Connection(self.socket_path, start_version(shell_integration))
+        commands (protocol 11.2). profile: the sandbox profile to run it under (protocol 13;
+        None: the daemon's default_profile); one the configuration does not offer raises
+        ProfileNotAllowed, one this host cannot enforce ProfileUnavailable, and a daemon
+        without protocol version 6 UnsupportedVersion."""
+        check_profile(profile)
+        conn = Connection(self.socket_path, start_version(shell_integration, profile))
         try:
             fd = open_directory(cwd)
             try:
                 conn.send_start(start_body(argv, fd, env, term, rows, cols, True,
-                                           shell_integration), fd)
+                                           shell_integration, profile), fd)
             finally:
                 os.close(fd)
             return Started.from_payload(expect_reply(conn, FrameType.STARTED,
                                                      deadline_after(self.timeout)))
         except UnsupportedVersion as e:
-            if shell_integration:
-                raise cmds.commands_refusal(e, "start(shell_integration=True)") from None
-            raise
+            raise start_refusal(e, "start", shell_integration, profile) from None
         finally:
             conn.close()
 

@@ -234,6 +234,11 @@ class Relay:
         self.detached_offset: int | None = None
         self.ended = False             # EXIT, DETACHED, or end of stream seen
         self.connection_lost = False   # end of stream without any of them
+        # A connection of version 5 or later (a START with a profile speaks 6) is told when a
+        # person takes the terminal (CONTROLLER) and which of its frames were not carried out
+        # meanwhile (REFUSED, 12.3): neither ends the relay.
+        self.controller = "agent"
+        self.refused = 0
 
     def _handle(self, ftype: int, payload: bytes) -> None:
         if ftype == FrameType.OUTPUT:
@@ -250,6 +255,12 @@ class Relay:
             body = protocol.decode_json(ftype, payload)
             self.detached_offset = protocol.member(body, "offset", int, None)
             self.ended = True
+        elif ftype == FrameType.CONTROLLER:
+            body = protocol.decode_json(ftype, payload)
+            self.controller = protocol.member(body, "controller", str)
+        elif ftype == FrameType.REFUSED:
+            body = protocol.decode_json(ftype, payload)
+            self.refused += protocol.member(body, "count", int)
         elif ftype == FrameType.ERROR:
             self.ended = True
             self.conn.close()

@@ -27,6 +27,7 @@ from ._wire import (  # noqa: F401
 VERSION = 2            # the version of every connection but SNAPSHOT's (section 8)
 SCREEN_VERSION = 3     # SNAPSHOT/SCREEN (section 10) exist from this version on
 COMMANDS_VERSION = 4   # shell_integration, COMMANDS, EXEC, WATCH, WAIT for a command (11)
+PROFILES_VERSION = 6   # START's `profile`, and EXIT's reasons of the profile's limits (13)
 _HEADER = struct.Struct(">2sBBI")
 
 DEFAULT_SOCKET_PATH = "/run/ptyvisor/ptyvisor.sock"   # src/client/default_socket.h
@@ -293,12 +294,51 @@ def record_or_none(value: Any) -> CommandRecord | None:
     return None if value is None else CommandRecord.from_payload(value)
 
 
+USAGE_MEMBERS = ("cpu_usec", "memory_current", "memory_peak", "tasks_current", "tasks_peak",
+                 "oom_kills", "tasks_limit_hits", "io_read_bytes", "io_write_bytes")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """LIST's `usage` (13.3): what a session has cost, from its cgroup. Each figure is None
+    where this host does not count it (the daemon leaves the member out). CPU time in
+    microseconds, memory and I/O in bytes."""
+
+    cpu_usec: int | None = None
+    memory_current: int | None = None
+    memory_peak: int | None = None
+    tasks_current: int | None = None
+    tasks_peak: int | None = None
+    oom_kills: int | None = None
+    tasks_limit_hits: int | None = None
+    io_read_bytes: int | None = None
+    io_write_bytes: int | None = None
+
+    @classmethod
+    def from_payload(cls, body: Any) -> "Usage":
+        if not isinstance(body, dict):
+            raise ProtocolError("'usage' is not an object")
+        # member() refuses negatives, bools and non-integers; members this client does not
+        # know are a later version's and are left out, as section 3 says.
+        figures = {name: member(body, name, int, None) for name in USAGE_MEMBERS}
+        for name, value in figures.items():
+            if value is not None and value >= 2**64:
+                raise ProtocolError(f"usage {name!r} is {value}, over 64 bits")
+        return cls(**figures)
+
+
+def usage_or_none(value: Any) -> Usage | None:
+    """LIST's `usage`: absent (None) when the daemon knows no figure of the session."""
+    return None if value is None else Usage.from_payload(value)
+
+
 @dataclass(frozen=True)
 class SessionInfo:
     """One entry of SESSIONS (9.5), with the members of 11.5, which the daemon sends only
     when they are not null or false: `shell` ("bash", "zsh" or None), `at_prompt`,
     `waiting_for_input`, `waiting_since` (Unix ms) and `last_command` (the running record,
-    else the newest ended one)."""
+    else the newest ended one); and those of 13.3, sent only when known: `profile` (the
+    session's sandbox profile, None: none) and `usage` (a Usage, None: no figures)."""
 
     id: str
     unit: str
@@ -318,6 +358,8 @@ class SessionInfo:
     waiting_for_input: bool = False
     waiting_since: int | None = None
     last_command: CommandRecord | None = None
+    profile: str | None = None
+    usage: Usage | None = None
 
     @classmethod
     def from_payload(cls, body: dict) -> "SessionInfo":
@@ -335,7 +377,9 @@ class SessionInfo:
                    at_prompt=member(body, "at_prompt", bool, False),
                    waiting_for_input=member(body, "waiting_for_input", bool, False),
                    waiting_since=member(body, "waiting_since", int, None),
-                   last_command=record_or_none(body.get("last_command")))
+                   last_command=record_or_none(body.get("last_command")),
+                   profile=member(body, "profile", str, None),
+                   usage=usage_or_none(body.get("usage")))
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ import time
 
 from . import protocol
 from .connection import Connection, Relay, deadline_after, expect_reply, open_directory
-from .client import Client, protocol_json, start_body, start_version
-from .commands import commands_refusal
+from .client import Client, protocol_json, start_body
+from .profiles import check_profile, start_refusal, start_version
 from .errors import EOF, TIMEOUT, ExceptionPexpect, UnsupportedVersion
 from .protocol import FrameType, Screen
 
@@ -32,12 +32,14 @@ class spawn:  # noqa: N801 - pexpect's name
     dimensions=None): pexpect.spawn's signature; see the module's docstring.
     shell_integration=True (not pexpect's) starts bash or zsh with the daemon's shell
     integration, so that Client(...).commands(child.id) and wait(child.id, for_="command")
-    know its commands (protocol 11.2)."""
+    know its commands (protocol 11.2). profile="NAME" (not pexpect's) runs it under that
+    sandbox profile (protocol 13): the connection then speaks version 6, and exit_reason
+    may be "runtime-limit", "idle-timeout" or "oom-kill"."""
 
     def __init__(self, command, args=None, timeout=30, maxread=2000, searchwindowsize=None,
                  logfile=None, cwd=None, env=None, ignore_sighup=False, echo=True,
                  preexec_fn=None, encoding=None, codec_errors="strict", dimensions=None,
-                 use_poll=False, socket_path=None, shell_integration=False):
+                 use_poll=False, socket_path=None, shell_integration=False, profile=None):
         if not echo:
             raise ExceptionPexpect("ptyvisor.spawn: echo=False is not supported")
         if preexec_fn is not None:
@@ -75,7 +77,8 @@ class spawn:  # noqa: N801 - pexpect's name
         self.name = "<" + " ".join(self.args) + ">"
         rows, cols = dimensions if dimensions is not None else (24, 80)
         self._winsize = (rows, cols)
-        self._start(cwd, env, rows, cols, socket_path, shell_integration)
+        self.profile = check_profile(profile)
+        self._start(cwd, env, rows, cols, socket_path, shell_integration, profile)
 
     # -- starting ------------------------------------------------------------------------
 
@@ -88,14 +91,15 @@ class spawn:  # noqa: N801 - pexpect's name
             raise ExceptionPexpect("The command was not found or was not executable: ''")
         return argv
 
-    def _start(self, cwd, env, rows, cols, socket_path, shell_integration=False) -> None:
+    def _start(self, cwd, env, rows, cols, socket_path, shell_integration=False,
+               profile=None) -> None:
         env = dict(os.environ) if env is None else dict(env)
-        conn = Connection(socket_path, start_version(shell_integration))
+        conn = Connection(socket_path, start_version(shell_integration, profile))
         try:
             fd = open_directory(cwd)
             try:
                 body = start_body(self.args, fd, env, env.get("TERM") or "dumb", rows, cols,
-                                  False, shell_integration)
+                                  False, shell_integration, profile)
                 conn.send_start(body, fd)
             finally:
                 os.close(fd)
@@ -103,9 +107,7 @@ class spawn:  # noqa: N801 - pexpect's name
                 expect_reply(conn, FrameType.STARTED, deadline_after(30.0)))
         except UnsupportedVersion as e:
             conn.close()
-            if shell_integration:
-                raise commands_refusal(e, "spawn(shell_integration=True)") from None
-            raise
+            raise start_refusal(e, "spawn", shell_integration, profile) from None
         except BaseException:
             conn.close()
             raise
