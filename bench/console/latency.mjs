@@ -104,7 +104,8 @@ try {
   await phase('flood');
   const result = await page.evaluate((key) => ({
     samples: window.__latency.samples, arrived: window.__latency.arrived, floodBytes: window.__latency.floodBytes,
-    skipped: window.ptyvisorConsole.panes.get(key).skipped,
+    skipped: window.ptyvisorConsole.panes.get(key).skipped + window.ptyvisorConsole.panes.get(key).screenSkipped,
+    screens: window.ptyvisorConsole.panes.get(key).screens,
   }), `live:${floodId}`);
   const version = await browser.version();
   await page.close();
@@ -129,7 +130,7 @@ try {
   console.log(`  ("arrived": printed -> the page's WebSocket handler; "drawn": -> xterm.js rendered it)`);
   console.log(`  no browser, Node WebSocket clients, one flooding: ${stats(direct.samples)}`);
   console.log(`                          (the flood arrived at ${(direct.floodBytes / seconds / 1e6).toFixed(2)} MB/s)`);
-  console.log(`  the flooding terminal was handed ${(result.floodBytes / seconds / 1e6).toFixed(2)} MB/s of \`yes\` to draw, and skipped ${result.skipped} bytes`);
+  console.log(`  the flooding terminal was handed ${(result.floodBytes / seconds / 1e6).toFixed(2)} MB/s of \`yes\` to draw (${result.screens} screens), and skipped ${result.skipped} bytes`);
 } finally {
   await browser.close();
   for (const id of ids) await agent(['kill', id]);
