@@ -235,6 +235,7 @@ class LivePane {
     this.skippedNow = 0;        // bytes skipped in the current flood
     this.screens = 0;           // screens drawn for the server's floods (the benchmark reads it)
     this.screenSkipped = 0;     // bytes the server did not send during its current flood
+    this.screensOnly = false;   // the server sends screens, not bytes (a flood is on)
     const f = paneFrame('live', id, titleOf(id));
     Object.assign(this, f);
     this.take = el('button', { type: 'button', 'data-action': 'take', text: 'Take control', hidden: true });
@@ -395,6 +396,7 @@ class LivePane {
     if (!this.you && cols > 0 && rows > 0 && (cols !== this.term.cols || rows !== this.term.rows)) this.term.resize(cols, rows);
     this.term.write(m.data);
     this.screens++;
+    this.screensOnly = !m.streaming;
     const skipped = Number(m.skipped) || 0;
     if (m.streaming) {
       this.skipped += skipped;
