@@ -241,4 +241,18 @@ describe('a flood', () => {
     const trim = (rows) => { const r = rows.map((l) => l.trimEnd()); while (r.length && r[r.length - 1] === '') r.pop(); return r; };
     assert.deepEqual(trim(now.rows), trim(screen.stdout.split('\n')));
   });
+
+  test('a session that ends during a flood: the pane shows its last screen, then that it exited', async () => {
+    const ended = await startSession(['sh', '-c', 'read go; seq 1 3000000; echo "the end"; exit 3']);
+    await openLive(page, ended);
+    await waitStatus(page, ended, 'Read-only');
+    const go = await agent(['send', '--keys', ended, 'Enter']);
+    assert.equal(go.code, 0, go.stderr);
+    await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.status.startsWith('exited'), { timeout: 60_000 }, pane(ended));
+    assert.match(await status(page, ended), /exit 3/);
+    const p = await page.evaluate((k) => ({ screens: window.ptyvisorConsole.panes.get(k).screens }), `live:${ended}`);
+    assert.ok(p.screens >= 1, 'the flood came as screens');
+    const text = await paneText(page, ended);
+    assert.match(text, /^2999999\n3000000\nthe end$/m, `the last lines before the exit; the pane ends with ${JSON.stringify(text.trimEnd().slice(-100))}; ptyvisor web said: ${web.stderr()}`);
+  });
 });

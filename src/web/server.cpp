@@ -79,8 +79,11 @@ constexpr std::chrono::milliseconds kScreenReadPause{50};
 constexpr std::size_t kHeldWhileFlooding = 256 * 1024;
 // Scrollback lines each screen of a flood carries (the pane's reset loses the rest).
 constexpr std::uint32_t kScreenScrollback = 100;
-// A SNAPSHOT that has not answered by then counts as failed.
-constexpr std::chrono::seconds kSnapshotTimeout{10};
+// A SNAPSHOT that has not answered by then counts as failed. The daemon answers once its
+// screen worker has caught up with the session's output, which after a flood of short lines
+// takes seconds (measured: 14 s for 20 MB of `seq` on 2 loaded cores); the protocol says 20
+// to 30 s cover a loaded machine.
+constexpr std::chrono::seconds kSnapshotTimeout{30};
 // Failed SNAPSHOTs in a row after which a terminal streams its flood as bytes again.
 constexpr int kMaxSnapshotFailures = 3;
 // How long SIGTERM waits for the pages to answer the WebSockets' close.
@@ -850,7 +853,10 @@ private:
 
     void dropped(std::uint64_t offset, std::uint64_t lost) {
         if (gate_.mode() == FloodGate::Mode::Screen) {
-            stream_offset_ = offset;  // part of the flood the screens stand for
+            // Part of the flood the screens stand for; what is held before the gap is no use.
+            stream_offset_ = offset;
+            held_.clear();
+            held_from_ = offset;
             return;
         }
         if (resume_at_) {
@@ -951,9 +957,9 @@ private:
         }
         snapshot_failures_ = 0;
         bool final = gate_.snapshot_answered(screen->offset);
-        if (exit_pending_ && !final) {
+        if (exit_pending_) {
+            // Only a screen asked after the EXIT shows all of the session's output.
             if (!asked_after_exit_) return ask_snapshot(true);
-            // The session is over: this screen is its last.
             gate_.give_up(Clock::now());
             final = true;
         }
