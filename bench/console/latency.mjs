@@ -104,8 +104,9 @@ try {
   await phase('flood');
   const result = await page.evaluate((key) => ({
     samples: window.__latency.samples, arrived: window.__latency.arrived, floodBytes: window.__latency.floodBytes,
-    skipped: window.ptyvisorConsole.panes.get(key).skipped + window.ptyvisorConsole.panes.get(key).screenSkipped,
-    screens: window.ptyvisorConsole.panes.get(key).screens,
+    // `?? 0`: a page from before the server's screens has neither.
+    skipped: window.ptyvisorConsole.panes.get(key).skipped + (window.ptyvisorConsole.panes.get(key).screenSkipped ?? 0),
+    screens: window.ptyvisorConsole.panes.get(key).screens ?? 0,
   }), `live:${floodId}`);
   const version = await browser.version();
   await page.close();
