@@ -9,6 +9,7 @@
 // the browser share the machine's CLOCK_REALTIME (performance.timeOrigin + now()).
 // Latency = drawn - printed. Phase 1: quiet (no flood); phase 2: with the flood.
 //
+// --no-stream: the page reads with WebSocket instead of WebSocketStream.
 // --trace: also records Chromium's trace for 3 s of the flood phase and prints where the page's
 // main thread spent that time (self time per trace event, CrRendererMain).
 //
@@ -23,6 +24,8 @@ const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? Numb
 const seconds = opt('--seconds', 15);
 const intervalMs = opt('--interval-ms', 100);
 const trace = args.includes('--trace');
+// --no-stream: the page reads its terminals with WebSocket, not WebSocketStream (limits.stream).
+const noStream = args.includes('--no-stream');
 const TERMINALS = 16;
 
 requireEnv();
@@ -45,6 +48,7 @@ try {
 
   // Large enough that every pane is on screen: xterm.js does not render hidden terminals.
   const page = await openConsole(browser, web.url, { width: 2800, height: 2700 });
+  if (noStream) await page.evaluate(() => { window.ptyvisorConsole.limits.stream = false; });
   for (const id of ids) await openLive(page, id);
   const offscreen = await page.$$eval('section.pane[data-kind="live"]', (ps) => ps.filter((p) => {
     const r = p.getBoundingClientRect();
