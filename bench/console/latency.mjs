@@ -9,6 +9,10 @@
 // the browser share the machine's CLOCK_REALTIME (performance.timeOrigin + now()).
 // Latency = drawn - printed. Phase 1: quiet (no flood); phase 2: with the flood.
 //
+// --no-stream: the page reads with WebSocket instead of WebSocketStream.
+// --trace: also records Chromium's trace for 3 s of the flood phase and prints where the page's
+// main thread spent that time (self time per trace event, CrRendererMain).
+//
 // Needs a daemon and the console's environment: run it through bench/console/latency.sh.
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +23,9 @@ const args = process.argv.slice(2);
 const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? Number(args[i + 1]) : dflt; };
 const seconds = opt('--seconds', 15);
 const intervalMs = opt('--interval-ms', 100);
+const trace = args.includes('--trace');
+// --no-stream: the page reads its terminals with WebSocket, not WebSocketStream (limits.stream).
+const noStream = args.includes('--no-stream');
 const TERMINALS = 16;
 
 requireEnv();
@@ -41,6 +48,7 @@ try {
 
   // Large enough that every pane is on screen: xterm.js does not render hidden terminals.
   const page = await openConsole(browser, web.url, { width: 2800, height: 2700 });
+  if (noStream) await page.evaluate(() => { window.ptyvisorConsole.limits.stream = false; });
   for (const id of ids) await openLive(page, id);
   const offscreen = await page.$$eval('section.pane[data-kind="live"]', (ps) => ps.filter((p) => {
     const r = p.getBoundingClientRect();
@@ -88,10 +96,19 @@ try {
 
   // Where the page's main thread went in each phase (Chromium's counters, seconds busy).
   const busy = {};
+  let traceSummary = null;
   const phase = async (name) => {
     const m0 = await page.metrics();
     await page.evaluate((n) => { window.__latency.phase = n; window.__latency.since = performance.timeOrigin + performance.now(); }, name);
-    await new Promise((r) => setTimeout(r, seconds * 1000));
+    if (trace && name === 'flood') {
+      await new Promise((r) => setTimeout(r, 1000));
+      await page.tracing.start({ categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'v8.execute', 'blink', 'cc'] });
+      await new Promise((r) => setTimeout(r, 3000));
+      traceSummary = summarize(JSON.parse(Buffer.from(await page.tracing.stop()).toString("utf8")), 3000);
+      await new Promise((r) => setTimeout(r, seconds * 1000 - 4000));
+    } else {
+      await new Promise((r) => setTimeout(r, seconds * 1000));
+    }
     await page.evaluate(() => { window.__latency.phase = null; });
     const m1 = await page.metrics();
     const d = (k) => ((m1[k] - m0[k]) / seconds * 100).toFixed(0);
@@ -104,7 +121,9 @@ try {
   await phase('flood');
   const result = await page.evaluate((key) => ({
     samples: window.__latency.samples, arrived: window.__latency.arrived, floodBytes: window.__latency.floodBytes,
-    skipped: window.ptyvisorConsole.panes.get(key).skipped,
+    // `?? 0`: a page from before the server's screens has neither.
+    skipped: window.ptyvisorConsole.panes.get(key).skipped + (window.ptyvisorConsole.panes.get(key).screenSkipped ?? 0),
+    screens: window.ptyvisorConsole.panes.get(key).screens ?? 0,
   }), `live:${floodId}`);
   const version = await browser.version();
   await page.close();
@@ -129,7 +148,8 @@ try {
   console.log(`  ("arrived": printed -> the page's WebSocket handler; "drawn": -> xterm.js rendered it)`);
   console.log(`  no browser, Node WebSocket clients, one flooding: ${stats(direct.samples)}`);
   console.log(`                          (the flood arrived at ${(direct.floodBytes / seconds / 1e6).toFixed(2)} MB/s)`);
-  console.log(`  the flooding terminal was handed ${(result.floodBytes / seconds / 1e6).toFixed(2)} MB/s of \`yes\` to draw, and skipped ${result.skipped} bytes`);
+  if (traceSummary) console.log(`  the page's main thread in 3 s of the flood (self time, % of the 3 s): ${traceSummary}`);
+  console.log(`  the flooding terminal was handed ${(result.floodBytes / seconds / 1e6).toFixed(2)} MB/s of \`yes\` to draw (${result.screens} screens), and skipped ${result.skipped} bytes`);
 } finally {
   await browser.close();
   for (const id of ids) await agent(['kill', id]);
@@ -171,4 +191,26 @@ async function nodeClients(sessionIds, flood) {
   await new Promise((r) => setTimeout(r, 1000 + seconds * 1000));
   for (const ws of sockets) ws.close();
   return { samples, floodBytes };
+}
+
+// Self time per event name on the renderer's main thread(s), as % of `ms`: the top 10.
+function summarize(tr, ms) {
+  const events = tr.traceEvents ?? tr;
+  const main = new Set(events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.args?.name === 'CrRendererMain').map((e) => `${e.pid}:${e.tid}`));
+  const xs = events.filter((e) => e.ph === 'X' && main.has(`${e.pid}:${e.tid}`) && e.dur > 0).sort((a, b) => a.ts - b.ts || b.dur - a.dur);
+  const self = new Map();
+  const stack = [];
+  for (const e of xs) {
+    while (stack.length && stack[stack.length - 1].end <= e.ts) stack.pop();
+    const parent = stack[stack.length - 1];
+    if (parent) parent.self -= e.dur;
+    const node = { name: e.name, end: e.ts + e.dur, self: e.dur };
+    stack.push(node);
+    node.done = () => self.set(node.name, (self.get(node.name) ?? 0) + node.self);
+    (e.__nodes ??= []).push(node);
+  }
+  // Every node's self is final once all events are seen.
+  for (const e of xs) for (const n of e.__nodes) n.done();
+  return [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 10)
+    .map(([n, us]) => `${n} ${(us / 1000 / ms * 100).toFixed(1)}%`).join(', ');
 }

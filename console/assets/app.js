@@ -233,6 +233,9 @@ class LivePane {
     this.lastOutput = 0;        // when output last arrived (performance.now())
     this.skipped = 0;           // bytes skipped in all (the benchmark reads it)
     this.skippedNow = 0;        // bytes skipped in the current flood
+    this.screens = 0;           // screens drawn for the server's floods (the benchmark reads it)
+    this.screenSkipped = 0;     // bytes the server did not send during its current flood
+    this.screensOnly = false;   // the server sends screens, not bytes (a flood is on)
     const f = paneFrame('live', id, titleOf(id));
     Object.assign(this, f);
     this.take = el('button', { type: 'button', 'data-action': 'take', text: 'Take control', hidden: true });
@@ -379,6 +382,33 @@ class LivePane {
     this.term.write(all);
   }
 
+  // While the session prints faster than the server lets through, the server sends its screen
+  // a few times a second instead of its bytes (docs/console-api.md, `screen`): the pane drops
+  // what output it still holds (older than the screen), resets the terminal and draws the
+  // screen. The last one of a flood says that bytes follow again, from its offset on.
+  screen(m) {
+    if (typeof m.data !== 'string') return;
+    this.queue = [];
+    this.queued = 0;
+    this.flooding = false;
+    this.term.reset();
+    const cols = m.size?.cols, rows = m.size?.rows;
+    if (!this.you && cols > 0 && rows > 0 && (cols !== this.term.cols || rows !== this.term.rows)) this.term.resize(cols, rows);
+    this.term.write(m.data);
+    this.screens++;
+    this.screensOnly = !m.streaming;
+    const skipped = Number(m.skipped) || 0;
+    if (m.streaming) {
+      this.skipped += skipped;
+      this.screenSkipped = 0;
+      this.flash(`printed faster than shown: ${skipped} bytes shown as screens only; live again`);
+    } else {
+      this.screenSkipped = skipped;
+      clearTimeout(this.noticeTimer);
+      this.notice.textContent = `printing faster than it can be shown: its screen a few times a second (${skipped} bytes so far)`;
+    }
+  }
+
   // Drops all queued output but the newest `tail` bytes, from the start of a line there (a
   // cut inside a line or a UTF-8 sequence would show as garbage; escape sequences that set a
   // mode before the cut are lost, as with any skip).
@@ -434,6 +464,9 @@ class LivePane {
       case 'refused':
         if (m.code === 'read_only') this.flash(this.mayControl ? 'read-only: press “Take control” to type' : 'read-only: you may watch this session, not type in it');
         else this.flash(m.message || m.code);
+        break;
+      case 'screen':
+        this.screen(m);
         break;
       case 'dropped':
         // While the pane skips on its own, the daemon's drops are part of the same count.

@@ -184,3 +184,75 @@ describe('an observer', () => {
     await screenshot(page, 'observer');
   });
 });
+
+describe('a flood', () => {
+  let web, page, id;
+  before(async () => {
+    web = await startWeb('supervisor');
+    page = await openConsole(browser, web.url);
+  });
+  after(async () => {
+    await page?.close();
+    await web?.stop();
+    if (id) await agent(['kill', id]);
+  });
+
+  // The pane's visible rows and the colour of one cell, read from xterm.js's buffer.
+  const paneScreen = (key) => page.evaluate((k) => {
+    const p = window.ptyvisorConsole.panes.get(k);
+    const b = p.term.buffer.active;
+    const rows = [];
+    let red = null;
+    for (let i = 0; i < p.term.rows; i++) {
+      const line = b.getLine(b.baseY + i);
+      const text = line?.translateToString(true) ?? '';
+      rows.push(text);
+      const at = text.indexOf('red done');
+      if (at >= 0) { const c = line.getCell(at); red = { palette: c.isFgPalette(), fg: c.getFgColor(), bold: !!c.isBold() }; }
+    }
+    return { rows, red, screens: p.screens };
+  }, key);
+
+  test('a flood reaches the page as screens, then bytes again, and the pane ends on the session\'s screen', async () => {
+    // 20 MB of lines at once, then a coloured last line, then an echo of what it is sent.
+    id = await startSession(['sh', '-c', 'read go; seq 1 3000000; printf "\\033[1;31mred done\\033[0m\\n"; exec cat']);
+    await openLive(page, id);
+    await waitStatus(page, id, 'Read-only');
+    const key = `live:${id}`;
+    const go = await agent(['send', '--keys', id, 'Enter']);
+    assert.equal(go.code, 0, go.stderr);
+    await waitForText(page, id, 'red done', 60_000);
+    // The screen that shows the end of the flood may not be the last: the flood is over once a
+    // screen shows the session quiet.
+    await page.waitForFunction((k) => { const p = window.ptyvisorConsole.panes.get(k); return p.screens > 0 && !p.screensOnly; },
+      { timeout: 10_000 }, key);
+    const flood = await paneScreen(key);
+    assert.ok(flood.screens >= 2, `the flood came as screens (a first one and the last): ${flood.screens}`);
+    assert.deepEqual(flood.red, { palette: true, fg: 1, bold: true }, 'the last screen keeps its colours');
+    // After the flood the session's output is bytes again: no further screen for this line.
+    const r = await agent(['send', '--keys', id, 'after-the-flood', 'Enter']);
+    assert.equal(r.code, 0, r.stderr);
+    await waitForText(page, id, 'after-the-flood\nafter-the-flood');  // the PTY's echo, then cat's
+    const now = await paneScreen(key);
+    assert.equal(now.screens, flood.screens, 'bytes, not screens, once the flood is over');
+    // What the pane shows is what the session's terminal shows.
+    const screen = await agent(['screen', id]);
+    assert.equal(screen.code, 0, screen.stderr);
+    const trim = (rows) => { const r = rows.map((l) => l.trimEnd()); while (r.length && r[r.length - 1] === '') r.pop(); return r; };
+    assert.deepEqual(trim(now.rows), trim(screen.stdout.split('\n')));
+  });
+
+  test('a session that ends during a flood: the pane shows its last screen, then that it exited', async () => {
+    const ended = await startSession(['sh', '-c', 'read go; seq 1 3000000; echo "the end"; exit 3']);
+    await openLive(page, ended);
+    await waitStatus(page, ended, 'Read-only');
+    const go = await agent(['send', '--keys', ended, 'Enter']);
+    assert.equal(go.code, 0, go.stderr);
+    await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.status.startsWith('exited'), { timeout: 60_000 }, pane(ended));
+    assert.match(await status(page, ended), /exit 3/);
+    const p = await page.evaluate((k) => ({ screens: window.ptyvisorConsole.panes.get(k).screens }), `live:${ended}`);
+    assert.ok(p.screens >= 1, 'the flood came as screens');
+    const text = await paneText(page, ended);
+    assert.match(text, /^2999999\n3000000\nthe end$/m, `the last lines before the exit; the pane ends with ${JSON.stringify(text.trimEnd().slice(-100))}; ptyvisor web said: ${web.stderr()}`);
+  });
+});

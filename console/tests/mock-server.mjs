@@ -251,6 +251,8 @@ export async function startMock({ port = 0, role = 'supervisor', user = 'alice',
       for (const t of terminals) if (t.id === id) { t.ws.json({ type: 'exit', exit }); t.ws.close(1000); }
       broadcastSessions();
     },
+    // The server's `screen` message (a flood shown as screens): to every pane of `id`.
+    screen(id, fields) { for (const t of terminals) if (t.id === id) t.ws.json({ type: 'screen', ...fields }); },
     unavailable(message) { for (const ws of eventSockets) ws.json({ type: 'unavailable', message }); },
     update(id, fields) { Object.assign(sessions.find((x) => x.id === id), fields); broadcastSessions(); },
     async close() {

@@ -162,6 +162,30 @@ describe('as a supervisor', () => {
     await page.click(`${pane(BASH)} [data-action="close"]`);
   });
 
+  test('a flood the server shows as screens: each screen replaces the pane, and bytes resume after the last', async () => {
+    await openLive(page, TRAIN);
+    mock.output(TRAIN, 'before the screens\r\n');
+    await waitForText(page, TRAIN, 'before the screens');
+    const notice = `${pane(TRAIN)} [data-role="notice"]`;
+    mock.screen(TRAIN, { offset: 1000, size: { cols: 80, rows: 4 }, data: 'screen one\r\nline two\x1b[2;9H', streaming: false, skipped: 900 });
+    await page.waitForFunction((sel) => document.querySelector(sel).textContent.includes('printing faster'), {}, notice);
+    await waitForText(page, TRAIN, 'screen one');
+    let text = await paneText(page, TRAIN);
+    assert.doesNotMatch(text, /before the screens/, 'the screen replaces what the pane showed');
+    mock.screen(TRAIN, { offset: 2000, size: { cols: 80, rows: 4 }, data: 'final screen\x1b[1;13H', streaming: true, skipped: 1900 });
+    mock.output(TRAIN, 'after the screens\r\n');
+    await waitForText(page, TRAIN, 'after the screens');
+    text = await paneText(page, TRAIN);
+    assert.doesNotMatch(text, /screen one/);
+    assert.match(text, /^final screen\S/m, 'bytes continue at the screen\'s cursor');
+    await page.waitForFunction((sel) => document.querySelector(sel).textContent.includes('live again'), {}, notice);
+    const p = await page.evaluate((key) => { const x = window.ptyvisorConsole.panes.get(key); return { screens: x.screens, skipped: x.skipped, cols: x.term.cols, rows: x.term.rows }; }, `live:${TRAIN}`);
+    assert.equal(p.screens, 2);
+    assert.equal(p.cols, 80);
+    assert.equal(p.rows, 4, 'a read-only pane takes the screen\'s size');
+    await page.click(`${pane(TRAIN)} [data-action="close"]`);
+  });
+
   test('an exited session says how it ended', async () => {
     await openLive(page, EXITED);
     await page.waitForFunction((sel) => document.querySelector(sel).dataset.status.startsWith('exited'), {}, pane(EXITED));

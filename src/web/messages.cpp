@@ -148,6 +148,12 @@ std::string dropped_message(std::uint64_t offset, std::uint64_t lost) {
     return json{{"type", "dropped"}, {"offset", offset}, {"lost", lost}}.dump();
 }
 
+std::string screen_message(const ScreenView& v) {
+    return json{{"type", "screen"}, {"offset", v.offset}, {"size", {{"cols", v.cols}, {"rows", v.rows}}},
+                {"data", v.data}, {"streaming", v.streaming}, {"skipped", v.skipped}}
+        .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::string refused_message(std::string_view code, std::string_view message) {
     return json{{"type", "refused"}, {"code", code}, {"message", message}}.dump(-1, ' ', false,
                                                                                   json::error_handler_t::replace);

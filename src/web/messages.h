@@ -84,6 +84,18 @@ struct AttachedView {
 std::string attached_message(const AttachedView& v, bool you, const UserNamer& names);
 std::string controller_message(const ControllerView& v, bool you, const UserNamer& names);
 std::string dropped_message(std::uint64_t offset, std::uint64_t lost);
+// While a terminal prints faster than the page is sent its bytes: its screen at log offset
+// `offset`, as `data` (render_screen) for the page to write after resetting the terminal.
+// `streaming`: the output that follows is bytes again, from `offset` on (the flood is over).
+// `skipped`: bytes of this flood the page was not sent.
+struct ScreenView {
+    std::uint64_t offset = 0;
+    std::uint32_t cols = 0, rows = 0;
+    std::string data;
+    bool streaming = false;
+    std::uint64_t skipped = 0;
+};
+std::string screen_message(const ScreenView& v);
 std::string refused_message(std::string_view code, std::string_view message);
 std::string exit_message(const protocol::ExitStatus& status);
 std::string error_message(std::string_view code, std::string_view message);

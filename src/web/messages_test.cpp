@@ -157,6 +157,19 @@ TEST(TerminalMessages, ServerToPage) {
     EXPECT_EQ(j["exit"]["code"], 0);
 }
 
+TEST(TerminalMessages, ScreenOfAFlood) {
+    ScreenView v;
+    v.offset = 5000;
+    v.cols = 80;
+    v.rows = 24;
+    v.data = "a\x1b[1;1H";
+    v.streaming = true;
+    v.skipped = 4000;
+    EXPECT_EQ(json::parse(screen_message(v)),
+              (json{{"type", "screen"}, {"offset", 5000}, {"size", {{"cols", 80}, {"rows", 24}}},
+                    {"data", "a\x1b[1;1H"}, {"streaming", true}, {"skipped", 4000}}));
+}
+
 TEST(TerminalMessages, PageToServer) {
     auto m = parse_page_message(R"({"type":"input","data":"ls\r"})");
     ASSERT_TRUE(std::holds_alternative<InputMessage>(m));

@@ -46,9 +46,11 @@
 #include "common/unique_fd.h"
 #include "protocol/error_code.h"
 #include "web/assets.h"
+#include "web/flood_gate.h"
 #include "web/messages.h"
 #include "web/request_rules.h"
 #include "web/routes.h"
+#include "web/screen_render.h"
 
 namespace ptyvisor::web {
 namespace {
@@ -68,6 +70,22 @@ constexpr std::chrono::seconds kListTimeout{5};
 constexpr std::chrono::seconds kListInterval{1};
 // A terminal socket reads the daemon again once what it queued is below this.
 constexpr std::size_t kResumeBelow = kMaxQueuedPerSocket / 2;
+// A flooding terminal (FloodGate's Screen mode): its attach connection is read once per this,
+// so that the daemon drops the flood for this observer instead of sending it to be thrown
+// away here, while control notices still get through.
+constexpr std::chrono::milliseconds kScreenReadPause{50};
+// Output read and not sent during a flood, kept so that the final screen's offset can be
+// resumed from exactly (bytes read after the SNAPSHOT was answered).
+constexpr std::size_t kHeldWhileFlooding = 256 * 1024;
+// Scrollback lines each screen of a flood carries (the pane's reset loses the rest).
+constexpr std::uint32_t kScreenScrollback = 100;
+// A SNAPSHOT that has not answered by then counts as failed. The daemon answers once its
+// screen worker has caught up with the session's output, which after a flood of short lines
+// takes seconds (measured: 14 s for 20 MB of `seq` on 2 loaded cores); the protocol says 20
+// to 30 s cover a loaded machine.
+constexpr std::chrono::seconds kSnapshotTimeout{30};
+// Failed SNAPSHOTs in a row after which a terminal streams its flood as bytes again.
+constexpr int kMaxSnapshotFailures = 3;
 // How long SIGTERM waits for the pages to answer the WebSockets' close.
 constexpr std::chrono::seconds kStopGrace{1};
 
@@ -642,7 +660,11 @@ void Lister::finish(const std::shared_ptr<Pending>& p, ListResult result) {
 class TerminalSocket : public WsPeer {
 public:
     TerminalSocket(std::shared_ptr<Shared> shared, Stream&& stream, Slot slot, std::string id)
-        : WsPeer(std::move(shared), std::move(stream), std::move(slot)), id_(std::move(id)), link_(this->shared().ioc) {}
+        : WsPeer(std::move(shared), std::move(stream), std::move(slot)),
+          id_(std::move(id)),
+          link_(this->shared().ioc),
+          read_pause_(this->shared().ioc),
+          screen_timer_(this->shared().ioc) {}
 
 private:
     void opened() override {
@@ -691,6 +713,21 @@ private:
             paused_ = true;
             return;
         }
+        if (gate_.mode() == FloodGate::Mode::Screen) {
+            if (pausing_) return;
+            pausing_ = true;
+            read_pause_.expires_after(kScreenReadPause);
+            read_pause_.async_wait([self = std::static_pointer_cast<TerminalSocket>(shared_from_this())](beast::error_code) {
+                self->pausing_ = false;
+                guarded([&] { self->wait_daemon(); }, [&] { self->fail_internal(); });
+            });
+            return;
+        }
+        wait_daemon();
+    }
+
+    void wait_daemon() {
+        if (daemon_done_ || closing()) return;
         link_.wait_readable(shared_from_this(), [self = std::static_pointer_cast<TerminalSocket>(shared_from_this())](
                                                     beast::error_code ec) {
             if (ec) return;
@@ -715,8 +752,10 @@ private:
 
     void handle(client::Event& e) {
         if (auto* out = std::get_if<client::Output>(&e)) {
-            send_binary(std::string(out->bytes.begin(), out->bytes.end()));
+            output(out->bytes);
         } else if (auto* a = std::get_if<client::Attached>(&e)) {
+            stream_offset_ = a->reply.offset;
+            replay_end_ = a->reply.end;
             AttachedView v;
             v.id = a->reply.id;
             v.offset = a->reply.offset;
@@ -732,10 +771,17 @@ private:
             attached();
             send_text(attached_message(v, false, shared().names));
         } else if (auto* d = std::get_if<client::Dropped>(&e)) {
-            send_text(dropped_message(d->notice.offset, d->notice.lost));
+            dropped(d->notice.offset, d->notice.lost);
         } else if (auto* x = std::get_if<client::Exit>(&e)) {
             daemon_done_ = true;
             link_.close();
+            if (gate_.mode() == FloodGate::Mode::Screen) {
+                // The page shows a screen of the flood: its last screen comes before the exit.
+                exit_pending_ = x->status;
+                asked_after_exit_ = false;
+                ask_snapshot(/*now_even_if_early=*/true);
+                return;
+            }
             send_text(exit_message(x->status));
             close_after_sending(websocket::close_code::normal);
         } else if (auto* err = std::get_if<client::Error>(&e)) {
@@ -757,6 +803,212 @@ private:
         } else if (auto* r = std::get_if<client::Refused>(&e)) {
             send_text(refused_message(r->notice.code, r->notice.message));
         }
+    }
+
+    // ---- output, through the flood gate ----
+
+    // OUTPUT from the daemon: contiguous from stream_offset_.
+    void output(const std::vector<std::uint8_t>& bytes) {
+        const auto at = stream_offset_;
+        stream_offset_ += bytes.size();
+        std::string_view data(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        if (gate_.mode() == FloodGate::Mode::Screen) return hold(at, data);
+        if (resume_at_) {
+            // After a final screen at resume_at_: what it already shows is not sent again.
+            if (at + data.size() <= *resume_at_) return;
+            if (at < *resume_at_) data.remove_prefix(*resume_at_ - at);
+            resume_at_.reset();
+        }
+        forward(stream_offset_ - data.size(), data);
+    }
+
+    void forward(std::uint64_t at, std::string_view data) {
+        if (data.empty()) return;
+        // The replay of recent output on attach is the page's to pace (it asked for it).
+        const bool replay = at + data.size() <= replay_end_;
+        if (replay || !gate_enabled_ || gate_.pass(data.size(), Clock::now())) {
+            send_binary(std::string(data));
+            return;
+        }
+        // This terminal prints faster than a page should draw: screens from now on.
+        flood_from_ = at;
+        held_.assign(data);
+        held_from_ = at;
+        ask_snapshot(false);
+    }
+
+    // Output read during a flood: only the newest kHeldWhileFlooding bytes are kept.
+    void hold(std::uint64_t at, std::string_view data) {
+        if (held_from_ + held_.size() != at) {
+            held_.clear();
+            held_from_ = at;
+        }
+        held_.append(data);
+        if (held_.size() > kHeldWhileFlooding) {
+            const auto excess = held_.size() - kHeldWhileFlooding;
+            held_.erase(0, excess);
+            held_from_ += excess;
+        }
+    }
+
+    void dropped(std::uint64_t offset, std::uint64_t lost) {
+        if (gate_.mode() == FloodGate::Mode::Screen) {
+            // Part of the flood the screens stand for; what is held before the gap is no use.
+            stream_offset_ = offset;
+            held_.clear();
+            held_from_ = offset;
+            return;
+        }
+        if (resume_at_) {
+            const auto from = std::max(*resume_at_, stream_offset_);
+            resume_at_.reset();
+            stream_offset_ = offset;
+            if (offset > from) send_text(dropped_message(offset, offset - from));
+            return;
+        }
+        stream_offset_ = offset;
+        send_text(dropped_message(offset, lost));
+    }
+
+    // A SNAPSHOT of this session on a connection of its own (it is the only request of one).
+    struct SnapshotCall {
+        explicit SnapshotCall(net::io_context& ioc) : link(ioc), deadline(ioc) {}
+        DaemonLink link;
+        net::steady_timer deadline;
+        bool done = false;
+    };
+
+    void ask_snapshot(bool now_even_if_early) {
+        if (closing() || snapshot_) return;
+        const auto now = Clock::now();
+        if (!now_even_if_early && !gate_.snapshot_due(now)) {
+            if (gate_.mode() == FloodGate::Mode::Screen) arm_screen_timer();
+            return;
+        }
+        gate_.snapshot_asked(now);
+        if (exit_pending_) asked_after_exit_ = true;
+        auto call = std::make_shared<SnapshotCall>(shared().ioc);
+        snapshot_ = call;
+        std::string why;
+        if (!call->link.connect(shared().config.daemon_socket, why)) return snapshot_done(call, nullptr, why);
+        protocol::SnapshotRequest request;
+        request.id = id_;
+        request.scrollback = kScreenScrollback;
+        request.attributes = true;
+        if (!call->link.connection().queue_snapshot(request, why)) return snapshot_done(call, nullptr, why);
+        auto self = std::static_pointer_cast<TerminalSocket>(shared_from_this());
+        call->link.flush(call);
+        call->deadline.expires_after(kSnapshotTimeout);
+        call->deadline.async_wait([self, call](beast::error_code ec) {
+            if (ec || call->done) return;
+            guarded([&] { self->snapshot_done(call, nullptr, "the daemon did not answer SNAPSHOT in time"); },
+                    [&] { self->fail_internal(); });
+        });
+        read_snapshot(call);
+    }
+
+    void read_snapshot(const std::shared_ptr<SnapshotCall>& call) {
+        auto self = std::static_pointer_cast<TerminalSocket>(shared_from_this());
+        call->link.wait_readable(call, [self, call](beast::error_code ec) {
+            if (ec || call->done) return;
+            guarded([&] { self->on_snapshot(call); }, [&] { self->fail_internal(); });
+        });
+    }
+
+    void on_snapshot(const std::shared_ptr<SnapshotCall>& call) {
+        std::vector<client::Event> events;
+        std::string why;
+        if (!call->link.connection().read_events(events, why)) return snapshot_done(call, nullptr, why);
+        for (auto& e : events) {
+            if (auto* screen = std::get_if<client::Screen>(&e)) return snapshot_done(call, &screen->screen, {});
+            if (auto* err = std::get_if<client::Error>(&e))
+                return snapshot_done(call, nullptr, std::string(protocol::to_string(err->reply.code)) + ": " +
+                                                        err->reply.message);
+            if (auto* v = std::get_if<client::ProtocolViolation>(&e))
+                return snapshot_done(call, nullptr, "protocol violation: " + v->message);
+            if (std::holds_alternative<client::Closed>(e))
+                return snapshot_done(call, nullptr, "the daemon closed the connection");
+        }
+        read_snapshot(call);
+    }
+
+    void snapshot_done(const std::shared_ptr<SnapshotCall>& call, const protocol::ScreenReply* screen,
+                       const std::string& why) {
+        if (call->done) return;
+        call->done = true;
+        call->link.close();
+        call->deadline.cancel();
+        if (snapshot_ == call) snapshot_.reset();
+        if (closing()) return;
+        if (!screen) {
+            gate_.snapshot_failed();
+            if (exit_pending_ || ++snapshot_failures_ >= kMaxSnapshotFailures) {
+                // No screen to be had: the page is told what it missed, and gets bytes again.
+                log("terminal " + id_ + ": no screen for the flood (" + why + "); streaming it");
+                gate_.give_up(Clock::now());
+                gate_enabled_ = false;
+                if (stream_offset_ > flood_from_)
+                    send_text(dropped_message(stream_offset_, stream_offset_ - flood_from_));
+                held_.clear();
+                if (exit_pending_) return finish_exit();
+                return read_daemon();
+            }
+            return arm_screen_timer();
+        }
+        snapshot_failures_ = 0;
+        bool final = gate_.snapshot_answered(screen->offset);
+        if (exit_pending_) {
+            // Only a screen asked after the EXIT shows all of the session's output.
+            if (!asked_after_exit_) return ask_snapshot(true);
+            gate_.give_up(Clock::now());
+            final = true;
+        }
+        ScreenView v;
+        v.offset = screen->offset;
+        v.cols = screen->cols;
+        v.rows = screen->rows;
+        v.data = render_screen(*screen);
+        v.streaming = final;
+        v.skipped = screen->offset > flood_from_ ? screen->offset - flood_from_ : 0;
+        send_text(screen_message(v));
+        if (!final) return arm_screen_timer();
+        if (exit_pending_) return finish_exit();
+        // The stream resumes at the screen's offset: bytes already read past it go now, the
+        // ones still to come are cut there.
+        const auto s = screen->offset;
+        if (s < stream_offset_) {
+            std::string_view rest(held_);
+            if (s >= held_from_) {
+                rest.remove_prefix(std::min<std::uint64_t>(s - held_from_, rest.size()));
+            } else if (held_from_ > s) {
+                send_text(dropped_message(held_from_, held_from_ - s));
+            }
+            const std::string copy(rest);
+            held_.clear();
+            forward(stream_offset_ - copy.size(), copy);
+        } else {
+            resume_at_ = s;
+            held_.clear();
+        }
+        read_daemon();
+    }
+
+    void finish_exit() {
+        const auto status = *exit_pending_;
+        exit_pending_.reset();
+        send_text(exit_message(status));
+        close_after_sending(websocket::close_code::normal);
+    }
+
+    void arm_screen_timer() {
+        if (timer_armed_ || closing()) return;
+        timer_armed_ = true;
+        screen_timer_.expires_at(std::max(gate_.next_snapshot_at(), Clock::now()));
+        screen_timer_.async_wait([self = std::static_pointer_cast<TerminalSocket>(shared_from_this())](beast::error_code ec) {
+            self->timer_armed_ = false;
+            if (ec) return;
+            guarded([&] { self->ask_snapshot(false); }, [&] { self->fail_internal(); });
+        });
     }
 
     void message(bool text, std::string_view data) override {
@@ -814,6 +1066,14 @@ private:
         daemon_done_ = true;
         link_.close();
         attached();
+        read_pause_.cancel();
+        screen_timer_.cancel();
+        if (auto call = snapshot_) {
+            call->done = true;
+            call->link.close();
+            call->deadline.cancel();
+            snapshot_.reset();
+        }
     }
 
     void fail(const std::string& code, const std::string& text, websocket::close_code close) {
@@ -832,6 +1092,24 @@ private:
     bool holds_ = false;
     bool attaching_ = false;  // holds one of Shared::kMaxAttaching places
     ControllerView controller_;
+
+    // The flood gate (FloodGate): bytes while the terminal prints at a pace a page can draw,
+    // screens while it floods.
+    FloodGate gate_;
+    bool gate_enabled_ = true;             // false once snapshots failed: bytes only
+    std::uint64_t stream_offset_ = 0;      // log offset of the next OUTPUT byte
+    std::uint64_t replay_end_ = 0;         // ATTACHED's end: output before it is the replay
+    std::uint64_t flood_from_ = 0;         // first byte of this flood the page was not sent
+    std::optional<std::uint64_t> resume_at_;  // after a final screen: bytes before it are cut
+    std::string held_;                     // output read during the flood (newest part)
+    std::uint64_t held_from_ = 0;          // its offset
+    std::shared_ptr<SnapshotCall> snapshot_;  // the SNAPSHOT in flight
+    int snapshot_failures_ = 0;            // in a row
+    std::optional<protocol::ExitStatus> exit_pending_;  // EXIT seen during a flood
+    bool asked_after_exit_ = false;
+    net::steady_timer read_pause_;
+    net::steady_timer screen_timer_;
+    bool pausing_ = false, timer_armed_ = false;
 };
 
 // ---- HTTP -------------------------------------------------------------------------------
