@@ -311,6 +311,9 @@ std::string write_routes(const std::string& base) {
            "try dev-fd 'exec 3<" + out + "; echo x > /dev/fd/3/new' >&4\n"
            "try remove 'rm " + out + "/file' >&4\n"
            "try etc 'touch /etc/ptyvisor-sandbox-test' >&4\n"
+           // A FIFO outside: a read-only mount does not stop writing to one; Landlock must.
+           "try fifo 'exec 3<>" + out + "/fifo; echo x >&3' >&4\n"
+           "try devnull 'echo x > /dev/null' >&4\n"
            "try inside 'echo inside > ./inside' >&4\n"
            "try tmp 'echo t > /tmp/ptyvisor-sandbox-test-" + random_hex(4) + "' >&4\n";
 }
@@ -335,6 +338,7 @@ TEST_F(Sandbox, UnderReadOnlyEveryRouteOutOfTheCwdIsRefused) {
     p.writable_cwd = true;
     if (!enforceable(p)) return;
     std::filesystem::create_symlink(base_ + "/outside/file", base_ + "/cwd/link");
+    ASSERT_EQ(::mkfifo((base_ + "/outside/fifo").c_str(), 0666), 0);
 
     const auto st = run(write_routes(base_), p);
     EXPECT_EQ(st.kind, ExitStatus::Kind::Exited);
@@ -349,6 +353,9 @@ TEST_F(Sandbox, UnderReadOnlyEveryRouteOutOfTheCwdIsRefused) {
             << route << ": " << v;
         EXPECT_EQ(v.rfind("refused", 0), 0u) << route << ": " << v;
     }
+    // Only Landlock stands in the way of this one.
+    EXPECT_NE(r["fifo"].find("Permission denied"), std::string::npos) << r["fifo"];
+    EXPECT_EQ(r["devnull"], "ok");
     EXPECT_EQ(r["inside"], "ok");
     EXPECT_EQ(r["tmp"], "ok");
     EXPECT_EQ(slurp(base_ + "/cwd/inside"), "inside\n");
@@ -362,6 +369,7 @@ TEST_F(Sandbox, UnderReadOnlyEveryRouteOutOfTheCwdIsRefused) {
     r = results(slurp(base_ + "/cwd/results"));
     EXPECT_EQ(r["path"], "ok");
     EXPECT_EQ(r["dotdot"], "ok");
+    EXPECT_EQ(r["fifo"], "ok");
     ::unlink("/etc/ptyvisor-sandbox-test");
 }
 
