@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -149,7 +150,7 @@ protected:
 
     // Runs `script` to its end; its exit status.
     ExitStatus run(const std::string& script, std::optional<SandboxProfile> profile, SessionProcesses** out = nullptr) {
-        Observed o;
+        Observed& o = observed_.emplace_back();  // outlives the test body, as the session does
         auto* s = start(script, std::move(profile), o);
         if (out) *out = s;
         EXPECT_TRUE(s);
@@ -192,6 +193,8 @@ protected:
     BackendOptions options_;
     std::unique_ptr<Backend> backend_;
     UniqueFd cwd_, master_;
+    // Declared before sessions_: the sessions' callbacks write to these until TearDown.
+    std::deque<Observed> observed_;
     std::vector<std::unique_ptr<SessionProcesses>> sessions_;
 };
 
@@ -202,7 +205,7 @@ TEST_F(Sandbox, AForkBombStopsAtTasksMax) {
     p.name = "bomb";
     p.tasks_max = 16;
     if (!enforceable(p)) return;
-    Observed o;
+    Observed& o = observed_.emplace_back();  // outlives the test body, as the session does
     auto* s = start("i=0; while [ $i -lt 200 ]; do sleep 600 & i=$((i+1)); done; wait", p, o);
     ASSERT_TRUE(s);
     ASSERT_TRUE(run_until([&] {
@@ -216,7 +219,6 @@ TEST_F(Sandbox, AForkBombStopsAtTasksMax) {
                 static_cast<unsigned long long>(*u->tasks_current),
                 static_cast<unsigned long long>(u->tasks_limit_hits.value_or(0)));
     // The machine stays usable: this process still forks and execs.
-    Observed outside;
     const pid_t child = ::fork();
     if (child == 0) {
         ::execl("/bin/true", "true", nullptr);
@@ -404,7 +406,7 @@ TEST_F(Sandbox, HiddenPathsCannotBeRead) {
 
 // The figures usage() reports are the cgroup's own files, on this host's layout.
 TEST_F(Sandbox, UsageAgreesWithTheCgroupsOwnFiles) {
-    Observed o;
+    Observed& o = observed_.emplace_back();  // outlives the test body, as the session does
     auto* s = start("exec sleep 600", std::nullopt, o);
     ASSERT_TRUE(s);
     const auto u = s->usage();
@@ -442,6 +444,39 @@ TEST_F(Sandbox, UsageAgreesWithTheCgroupsOwnFiles) {
     ASSERT_TRUE(after && after->cpu_usec && after->memory_peak);
     EXPECT_FALSE(std::filesystem::exists(memory)) << "stop() leaves the v1 directory";
     sessions_.clear();
+}
+
+// The profile's limits are in the session's own cgroup files before its command runs.
+TEST_F(Sandbox, LimitsAreInTheSessionsCgroupFiles) {
+    SandboxProfile p;
+    p.name = "limits";
+    p.memory_max = 128ull << 20;
+    p.tasks_max = 32;
+    p.cpu_quota_percent = 20;
+    if (!enforceable(p)) return;
+    Observed& o = observed_.emplace_back();  // outlives the test body, as the session does
+    auto* s = start("exec sleep 600", p, o);
+    ASSERT_TRUE(s);
+    const auto text = read_small_file("/proc/" + std::to_string(o.pid) + "/cgroup").value_or("");
+    auto v1 = [&](const std::string& ctl) -> std::string {
+        std::istringstream in(text);
+        std::string line;
+        while (std::getline(in, line)) {
+            const auto a = line.find(':'), b = line.find(':', a + 1);
+            if (line.substr(a + 1, b - a - 1) == ctl) return "/sys/fs/cgroup/" + ctl + line.substr(b + 1);
+        }
+        return {};
+    };
+    const std::string memory = v1("memory"), pids = v1("pids"), cpu = v1("cpu");
+    if (memory.find("ptyvisor.sessions") == std::string::npos)
+        GTEST_SKIP() << "checked on a hybrid host only (this one is not): pure v2 is not tested here";
+    EXPECT_EQ(slurp(memory + "/memory.limit_in_bytes"), std::to_string(128ull << 20) + "\n");
+    if (std::filesystem::exists(memory + "/memory.memsw.limit_in_bytes")) {
+        EXPECT_EQ(slurp(memory + "/memory.memsw.limit_in_bytes"), std::to_string(128ull << 20) + "\n");
+    }
+    EXPECT_EQ(slurp(pids + "/pids.max"), "32\n");
+    EXPECT_EQ(slurp(cpu + "/cpu.cfs_period_us"), "100000\n");
+    EXPECT_EQ(slurp(cpu + "/cpu.cfs_quota_us"), "20000\n");
 }
 
 // What the host cannot do is refused with the reason, never run unconfined.
