@@ -159,6 +159,15 @@ CgroupControllers CgroupControllers::discover(const std::string& v2_instance, co
     return c;
 }
 
+CgroupControllers CgroupControllers::pure_v2(const std::string& v2_instance, bool swap, bool io) {
+    CgroupControllers c;
+    c.v2_instance_ = v2_instance;
+    c.memory_ = c.pids_ = c.cpu_ = Layer::V2;
+    c.v2_swap_ = swap;
+    c.v2_io_ = io;
+    return c;
+}
+
 bool CgroupControllers::check(const SandboxProfile& p, std::string& why) const {
     if (p.memory_max && memory_ == Layer::None) {
         why = "memory_max needs the memory controller: neither cgroup v2's memory nor a v1 memory hierarchy is available";

@@ -40,6 +40,11 @@ public:
     // empty; `instance` names this daemon's instance (as in session_cgroup.h).
     static CgroupControllers discover(const std::string& v2_instance, const std::string& instance);
 
+    // Pure v2 with memory, pids, cpu (and io, swap as given) enabled, without looking at the
+    // host: for tests of the v2 file formats on a host that lacks the layout (a directory of
+    // plain files then stands in for cgroupfs).
+    static CgroupControllers pure_v2(const std::string& v2_instance, bool swap, bool io);
+
     [[nodiscard]] Layer memory() const { return memory_; }
     [[nodiscard]] Layer pids() const { return pids_; }
     [[nodiscard]] Layer cpu() const { return cpu_; }

@@ -511,6 +511,50 @@ TEST(SandboxCheck, CheckProfileRefusesWhatTheHostCannotDo) {
     EXPECT_NE(why.find("absolute"), std::string::npos);
 }
 
+// The pure v2 file names and formats, on plain files: this host has no pure v2 layout, so
+// this is all of the v2 path that is tested here (docs/sandbox.md).
+TEST(SandboxCheck, PureV2LimitsAndUsageUseTheV2Files) {
+    char dir[] = "/tmp/ptyvisor-fake-v2-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    const std::string session = std::string(dir) + "/ptyvisor-x.service";
+    std::filesystem::create_directories(session);
+    const std::map<std::string, std::string> files = {
+        // Written by create(): empty, as plain files are not replaced by a write the way
+        // cgroupfs files are.
+        {"memory.max", ""}, {"memory.swap.max", ""}, {"pids.max", ""}, {"cpu.max", ""},
+        {"cpu.stat", "usage_usec 4242\nuser_usec 4000\nsystem_usec 242\n"}, {"memory.current", "1000\n"},
+        {"memory.peak", "2000\n"}, {"memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"},
+        {"pids.current", "3\n"}, {"pids.peak", "9\n"}, {"pids.events", "max 5\n"},
+        {"io.stat", "8:0 rbytes=100 wbytes=200 rios=1 wios=2 dbytes=0 dios=0\n"}};
+    for (const auto& [name, text] : files) std::ofstream(session + "/" + name) << text;
+    const auto c = direct::CgroupControllers::pure_v2(dir, true, true);
+    SandboxProfile p;
+    p.memory_max = 64ull << 20;
+    p.tasks_max = 32;
+    p.cpu_quota_percent = 150;
+    std::string why;
+    ASSERT_TRUE(c.check(p, why)) << why;
+    direct::SessionCgroups dirs;
+    dirs.v2 = session;
+    ASSERT_EQ(c.create("ptyvisor-x.service", &p, dirs, why), 0) << why;
+    EXPECT_TRUE(dirs.v1.empty());
+    EXPECT_EQ(slurp(session + "/memory.max"), std::to_string(64ull << 20));
+    EXPECT_EQ(slurp(session + "/memory.swap.max"), "0");
+    EXPECT_EQ(slurp(session + "/pids.max"), "32");
+    EXPECT_EQ(slurp(session + "/cpu.max"), "150000 100000");
+    const auto u = direct::read_usage(dirs);
+    EXPECT_EQ(u.cpu_usec, 4242u);
+    EXPECT_EQ(u.memory_current, 1000u);
+    EXPECT_EQ(u.memory_peak, 2000u);
+    EXPECT_EQ(u.oom_kills, 1u);
+    EXPECT_EQ(u.tasks_current, 3u);
+    EXPECT_EQ(u.tasks_peak, 9u);
+    EXPECT_EQ(u.tasks_limit_hits, 5u);
+    EXPECT_EQ(u.io_read_bytes, 100u);
+    EXPECT_EQ(u.io_write_bytes, 200u);
+    std::filesystem::remove_all(dir);
+}
+
 TEST(SandboxCheck, CgroupFilesAreParsed) {
     EXPECT_EQ(direct::keyed_value("usage_usec 1234\nuser_usec 1000\n", "usage_usec"), 1234u);
     EXPECT_EQ(direct::keyed_value("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n", "oom_kill"), 2u);
