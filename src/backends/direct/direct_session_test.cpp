@@ -195,10 +195,20 @@ TEST_F(DirectSessions, DestroyedWithoutStopItRunsOnUntilTheNextRunCleansUp) {
     EXPECT_TRUE(pidfd_alive(pidfd.get()));
     EXPECT_TRUE(has_record(unit));
 
+    // On a hybrid host the session also has v1 directories (cgroup_limits.h): they go too.
+    std::optional<direct::CgroupControllers> controllers;
+    if (!instance_cgroup_.empty())
+        controllers = direct::CgroupControllers::discover(instance_cgroup_, instance_cgroup_.substr(instance_cgroup_.rfind('/') + 1));
+    const std::size_t v1_before = controllers ? controllers->existing(unit, "").v1.size() : 0;
+    EXPECT_EQ(v1_before, controllers ? controllers->v1_instances().size() : 0);
+
     auto next = make();
     ASSERT_TRUE(next);
     std::string why;
     EXPECT_TRUE(next->cleanup_orphans(Clock::now() + 10s, why)) << why;
+    if (controllers) {
+        EXPECT_TRUE(controllers->existing(unit, "").v1.empty()) << "cleanup_orphans() left v1 directories";
+    }
     ASSERT_TRUE(exits_within(pidfd.get(), 10'000ms))
         << "cleanup_orphans() left the session running";
     // The next run is this same process, as after a re-exec: cleanup_orphans() reaps what it
