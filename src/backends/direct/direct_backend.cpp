@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -577,7 +578,13 @@ bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& /*w
         }
         ::closedir(d);
         for (const auto& dir : dirs) {
-            for (const pid_t pid : direct::cgroup_pids(dir)) ::kill(pid, SIGKILL);
+            for (const pid_t pid : direct::cgroup_pids(dir)) {
+                // Pinned, then still listed: a PID that was reused meanwhile is not signalled.
+                UniqueFd pin(pidfd_open(pid));
+                if (!pin) continue;
+                const auto now = direct::cgroup_pids(dir);
+                if (std::find(now.begin(), now.end(), pid) != now.end()) pidfd_send_signal(pin.get(), SIGKILL);
+            }
             while (::rmdir(dir.c_str()) < 0 && errno == EBUSY && Clock::now() < deadline) {
                 pollfd none{-1, 0, 0};
                 ::poll(&none, 0, 10);  // start-up only: a killed process leaves within ms
