@@ -187,6 +187,15 @@ int main(int argc, char** argv) {
     pollfd p{echo.master.get(), POLLIN, 0};
     if (::poll(&p, 1, 5000) != 1 || ::read(echo.master.get(), ready, sizeof ready) <= 0) return 1;
     const auto idle = echo_latency(echo.master.get(), 2000);
+    // usage() runs on the event loop (LIST reads it for every session): what one call costs.
+    {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::size_t fields = 0;
+        for (int i = 0; i < 1000; ++i)
+            if (const auto u = echo.session->usage()) fields += u->cpu_usec.has_value();
+        std::printf("usage(): %.1f us per call (1000 calls, %zu with cpu time)\n",
+                    Micro(std::chrono::steady_clock::now() - t0).count() / 1000, fields);
+    }
     SandboxProfile bomb_profile;
     bomb_profile.name = "bomb";
     bomb_profile.tasks_max = 64;
