@@ -8,7 +8,7 @@ packages=(
   clang libclang-rt-14-dev                  # libFuzzer and sanitizer runtimes for the fuzz preset
   libsystemd-dev                            # sd-event, sd-bus, sd-daemon, sd-journal
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
-  libre2-dev                                # WAIT for text: linear-time matching of patterns the agent sends
+  libre2-dev                                # WAIT for text and policy patterns: linear-time matching (no backtracking)
   libboost-dev                              # ptyvisor web: Boost.Beast and Boost.Asio (HTTP, WebSocket), header-only
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   systemd dbus util-linux passwd procps     # the test harness boots a private systemd

@@ -2,6 +2,7 @@
 // subcommands; see run_command.h, status_command.h and session_commands.h.
 #include <CLI/CLI.hpp>
 
+#include "cli/audit_command.h"
 #include "cli/exec_command.h"
 #include "cli/mcp/mcp_command.h"
 #include "cli/relay.h"
@@ -51,6 +52,9 @@ int main(int argc, char** argv) {
     run_cmd->add_flag("--shell-integration", run.shell_integration,
                       "COMMAND is bash or zsh (with -i, -l or --login at most): make it report its prompts "
                       "and commands, for exec, commands and wait --for command");
+    run_cmd->add_option("--profile", run.profile,
+                        "the sandbox profile to run under, one the daemon's configuration offers "
+                        "(default: its default_profile)");
     run_cmd->add_option("command", run.command, "the command and its arguments (after --)")->required();
     // Everything from the command on is the command's, options included.
     run_cmd->positionals_at_end();
@@ -165,6 +169,18 @@ int main(int argc, char** argv) {
     web_cmd->add_option("--token-file", web.token_file,
                         "read the token from this file's first line (yours, mode 0600) instead of making one");
 
+    ptyvisor::cli::AuditOptions audit;
+    auto* audit_cmd = app.add_subcommand(
+        "audit", "Print the daemon's audit records (root; the journal's readers), oldest first");
+    audit_cmd->add_option("--session", audit.session, "only this session's records");
+    audit_cmd->add_option("--since", audit.since,
+                          "only records from this time on: ISO 8601 (2026-12-02T14:00:00Z; no zone: local "
+                          "time), @SECONDS, or relative (-10min, -2h, -1d)");
+    audit_cmd->add_flag("--json", audit.json, "one JSON object a line instead of a table");
+    audit_cmd->add_option("--file", audit.file,
+                          std::string("read this JSON-lines audit file instead of the journal (default: ") +
+                              ptyvisor::cli::kDefaultAuditFile + " when it exists)");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -183,5 +199,6 @@ int main(int argc, char** argv) {
     if (*screen_cmd) return ptyvisor::cli::screen_command(screen);
     if (*mcp_cmd) return ptyvisor::cli::mcp::mcp_command(mcp);
     if (*web_cmd) return ptyvisor::cli::web_command(web);
+    if (*audit_cmd) return ptyvisor::cli::audit_command(audit);
     return ptyvisor::cli::status_command(status);
 }
