@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <poll.h>
+#include <dirent.h>
 #include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,8 @@
 #include <optional>
 #include <set>
 
+#include "backends/direct/cgroup_limits.h"
+#include "backends/direct/sandbox_setup.h"
 #include "backends/direct/session_cgroup.h"
 #include "backends/direct/session_records.h"
 #include "backends/direct/spawn.h"
@@ -38,8 +42,9 @@ class DirectSession final : public SessionProcesses {
 public:
     DirectSession(DirectBackend& backend, sd_event* event, std::string unit, std::string cgroup,
                   std::string cgroup_path, uid_t agent, direct::Spawned spawned,
-                  SessionEvents events, std::string command)
-        : backend_(backend),
+                  SessionEvents events, std::string command, direct::SessionCgroups dirs = {})
+        : dirs_(std::move(dirs)),
+          backend_(backend),
           event_(event),
           unit_(std::move(unit)),
           cgroup_(std::move(cgroup)),
@@ -92,6 +97,14 @@ public:
     }
 
     void stop(Clock::time_point deadline, std::function<void(bool, std::string)> done) override;
+
+    // From the cgroup files while they exist; after stop() has removed them, the figures it
+    // read just before (the server reads the final ones when stop() answers).
+    std::optional<SessionUsage> usage() const override {
+        if (final_usage_) return final_usage_;
+        if (dirs_.v2.empty() && dirs_.v1.empty()) return std::nullopt;
+        return direct::read_usage(dirs_);
+    }
 
     // For a session that never ran for anyone (start() failed after the spawn): kills and
     // reaps it synchronously, and forgets its record once nothing of it can be left.
@@ -160,6 +173,8 @@ private:
         return m;
     }
 
+    direct::SessionCgroups dirs_;
+    std::optional<SessionUsage> final_usage_;
     DirectBackend& backend_;
     sd_event* event_;
     std::string unit_;
@@ -180,10 +195,22 @@ private:
 
 class DirectBackend final : public Backend {
 public:
-    DirectBackend(const BackendOptions& o, std::optional<CgroupRoot> root)
+    DirectBackend(const BackendOptions& o, std::optional<CgroupRoot> root, const std::string& instance)
         : options_(o),
           root_(std::move(root)),
-          records_(o.state_directory, {o.unit_prefix, root_ ? root_->path() : std::string()}) {}
+          records_(o.state_directory, {o.unit_prefix, root_ ? root_->path() : std::string()}),
+          controllers_(direct::CgroupControllers::discover(root_ ? root_->path() : std::string(), instance)),
+          support_(direct::SandboxSupport::probe()) {}
+
+    bool check_profile(const SandboxProfile& profile, std::string& why) const override {
+        // Limits on a host without cgroup v2 could be set in v1, but nothing would end the
+        // session's processes together (no cgroup.kill): a fork bomb would outlive stop().
+        if (!root_ && (profile.memory_max || profile.tasks_max || profile.cpu_quota_percent)) {
+            why = "the direct backend limits sessions only with a writable cgroup v2 (cgroup.kill) for membership";
+            return false;
+        }
+        return controllers_.check(profile, why) && support_.check(profile, why);
+    }
 
     int prepare(std::string& why) {
         if (const int r = records_.prepare(); r < 0) {
@@ -214,6 +241,7 @@ public:
     std::unique_ptr<SessionProcesses> start(SessionSpec spec, SessionEvents events, std::string& why) override {
         std::string cgroup;
         UniqueFd procs;
+        if (spec.profile && !check_profile(*spec.profile, why)) return nullptr;
         if (root_) {
             if (const int r = direct::create_session_cgroup(*root_, spec.unit_name, cgroup); r < 0) {
                 why = "cannot create the session cgroup: " + std::string(std::strerror(-r));
@@ -226,9 +254,30 @@ public:
                 return nullptr;
             }
         }
-        auto spawned = direct::spawn_session(spec, procs.get(), why);
+        // The accounting directories (every session) and the profile's limits, before the
+        // first process exists: nothing of the session ever runs unlimited.
+        direct::SessionCgroups dirs;
+        dirs.v2 = cgroup;
+        if (controllers_.create(spec.unit_name, spec.profile ? &*spec.profile : nullptr, dirs, why) < 0) {
+            if (!cgroup.empty()) direct::remove_cgroup(cgroup);
+            return nullptr;
+        }
+        std::vector<UniqueFd> v1_fds;
+        std::vector<int> v1;
+        for (const auto& dir : dirs.v1) {
+            v1_fds.emplace_back(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            if (!v1_fds.back()) {
+                why = "cannot open " + dir + ": " + std::strerror(errno);
+                direct::remove_v1(dirs);
+                if (!cgroup.empty()) direct::remove_cgroup(cgroup);
+                return nullptr;
+            }
+            v1.push_back(v1_fds.back().get());
+        }
+        auto spawned = direct::spawn_session(spec, procs.get(), v1, support_.landlock_abi, why);
         spec.tty.reset();  // only the session may hold the peer, or the master never sees EOF
         if (spawned.pid < 0) {
+            direct::remove_v1(dirs);
             if (!cgroup.empty()) direct::remove_cgroup(cgroup);
             return nullptr;
         }
@@ -239,7 +288,7 @@ public:
         const std::string cgroup_path = root_ ? root_->relative() + "/" + spec.unit_name : std::string();
         auto session = std::make_unique<DirectSession>(*this, options_.event, spec.unit_name, cgroup,
                                                        cgroup_path, spec.account.uid, std::move(spawned),
-                                                       std::move(events), spec.argv.front());
+                                                       std::move(events), spec.argv.front(), std::move(dirs));
         if (const int r = session->watch(); r < 0) {
             why = std::string("cannot watch the session: ") + std::strerror(-r);
             session->discard();
@@ -309,6 +358,11 @@ private:
     SessionRecords records_;
     std::set<DirectSession*> live_;
     std::set<std::string> adopted_;  // units cleanup_orphans() leaves alone
+    direct::CgroupControllers controllers_;
+    direct::SandboxSupport support_;
+
+public:
+    const direct::CgroupControllers& controllers() const { return controllers_; }
 
 public:
     // After a re-exec the earlier run's children are ours: those not taken back that have
@@ -344,6 +398,7 @@ void DirectSession::discard() {
         ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd_.get()), &info, WEXITED) == 0)
         reaped_ = true;
     if (reaped_) child_memory_.child_done();
+    direct::remove_v1(dirs_);
     // Without a cgroup the leader was the whole record; with one, the record stays until the
     // directory is gone, so that a process still dying in it is cleaned up by the next run.
     if (cgroup_.empty() || direct::remove_cgroup(cgroup_) == 0) backend_.ended(this);
@@ -398,6 +453,9 @@ void DirectSession::check_stopped() {
 }
 
 void DirectSession::finish_stop() {
+    // The last figures, read while the files still exist.
+    if (!dirs_.v2.empty() || !dirs_.v1.empty()) final_usage_ = direct::read_usage(dirs_);
+    direct::remove_v1(dirs_);
     if (!cgroup_.empty()) direct::remove_cgroup(cgroup_);
     // Nothing of the session is left: there is nothing for the next run to clean up.
     backend_.ended(this);
@@ -459,7 +517,8 @@ std::unique_ptr<SessionProcesses> DirectBackend::adopt(const Adoption& spec, Ses
     }
     const std::string cgroup_path = record->cgroup.empty() ? std::string() : root_->relative() + "/" + spec.unit;
     auto session = std::make_unique<DirectSession>(*this, options_.event, spec.unit, record->cgroup, cgroup_path,
-                                                   spec.agent, std::move(pinned), std::move(events), spec.command);
+                                                   spec.agent, std::move(pinned), std::move(events), spec.command,
+                                                   controllers_.existing(spec.unit, record->cgroup));
     if (const int r = session->watch(); r < 0) {
         why = std::string("cannot watch the session: ") + std::strerror(-r);
         return nullptr;  // left running, recorded: cleanup_orphans() ends it
@@ -506,6 +565,34 @@ bool DirectBackend::cleanup_orphans(Clock::time_point deadline, std::string& /*w
         }
         direct::remove_cgroup(c);
     }
+    // The v1 directories of those sessions: their processes ended with the v2 cgroup
+    // above; what is still listed in one (a session of a host without v2) is killed first.
+    for (const auto& instance : controllers_.v1_instances()) {
+        DIR* d = ::opendir(instance.c_str());
+        if (!d) continue;
+        std::vector<std::string> dirs;
+        while (const dirent* e = ::readdir(d)) {
+            const std::string name = e->d_name;
+            if (e->d_type == DT_DIR && name != "." && name != ".." && !adopted_.contains(name))
+                dirs.push_back(instance + "/" + name);
+        }
+        ::closedir(d);
+        for (const auto& dir : dirs) {
+            for (const pid_t pid : direct::cgroup_pids(dir)) {
+                // Pinned, then still listed: a PID that was reused meanwhile is not signalled.
+                UniqueFd pin(pidfd_open(pid));
+                if (!pin) continue;
+                const auto now = direct::cgroup_pids(dir);
+                if (std::find(now.begin(), now.end(), pid) != now.end()) pidfd_send_signal(pin.get(), SIGKILL);
+            }
+            while (::rmdir(dir.c_str()) < 0 && errno == EBUSY && Clock::now() < deadline) {
+                pollfd none{-1, 0, 0};
+                ::poll(&none, 0, 10);  // start-up only: a killed process leaves within ms
+            }
+            if (::access(dir.c_str(), F_OK) == 0)
+                log_error("an orphan cgroup v1 directory did not empty in time", {{"CGROUP", dir}});
+        }
+    }
     reap_stray_children();
     return true;
 }
@@ -523,7 +610,8 @@ std::string instance_name(const std::string& state_directory) {
 }  // namespace
 
 std::unique_ptr<Backend> make_direct_backend(const BackendOptions& options, std::string& why) {
-    auto backend = std::make_unique<DirectBackend>(options, CgroupRoot::open(instance_name(options.state_directory)));
+    const auto instance = instance_name(options.state_directory);
+    auto backend = std::make_unique<DirectBackend>(options, CgroupRoot::open(instance), instance);
     if (backend->prepare(why) < 0) return nullptr;
     return backend;
 }

@@ -2,6 +2,7 @@
 // otherwise tracked by process group. Needs root (a session switches to its account, and the
 // cgroup is created under ours); skipped otherwise.
 #include "backends/direct/direct_backend.h"
+#include "backends/direct/cgroup_limits.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -86,7 +87,13 @@ protected:
 
     void TearDown() override {
         // The instance's cgroup directory, emptied by the tests themselves.
-        if (!instance_cgroup_.empty()) ::rmdir(instance_cgroup_.c_str());
+        if (!instance_cgroup_.empty()) {
+            // And its v1 twins on a hybrid host (cgroup_limits.h).
+            const auto name = instance_cgroup_.substr(instance_cgroup_.rfind('/') + 1);
+            const auto controllers = direct::CgroupControllers::discover(instance_cgroup_, name);
+            for (const auto& d : controllers.v1_instances()) ::rmdir(d.c_str());
+            ::rmdir(instance_cgroup_.c_str());
+        }
         if (!root_.empty()) std::filesystem::remove_all(root_);
     }
 
@@ -188,10 +195,20 @@ TEST_F(DirectSessions, DestroyedWithoutStopItRunsOnUntilTheNextRunCleansUp) {
     EXPECT_TRUE(pidfd_alive(pidfd.get()));
     EXPECT_TRUE(has_record(unit));
 
+    // On a hybrid host the session also has v1 directories (cgroup_limits.h): they go too.
+    std::optional<direct::CgroupControllers> controllers;
+    if (!instance_cgroup_.empty())
+        controllers = direct::CgroupControllers::discover(instance_cgroup_, instance_cgroup_.substr(instance_cgroup_.rfind('/') + 1));
+    const std::size_t v1_before = controllers ? controllers->existing(unit, "").v1.size() : 0;
+    EXPECT_EQ(v1_before, controllers ? controllers->v1_instances().size() : 0);
+
     auto next = make();
     ASSERT_TRUE(next);
     std::string why;
     EXPECT_TRUE(next->cleanup_orphans(Clock::now() + 10s, why)) << why;
+    if (controllers) {
+        EXPECT_TRUE(controllers->existing(unit, "").v1.empty()) << "cleanup_orphans() left v1 directories";
+    }
     ASSERT_TRUE(exits_within(pidfd.get(), 10'000ms))
         << "cleanup_orphans() left the session running";
     // The next run is this same process, as after a re-exec: cleanup_orphans() reaps what it
@@ -320,6 +337,8 @@ TEST_F(DirectSessions, ADaemonStartedAtANegativeNiceStartsSessionsAtZero) {
             Observed o;
             auto session = start(*backend, {"sh", "-c", "exit $(( $(cut -d' ' -f19 /proc/self/stat) + 20 ))"}, o);
             if (!session || !run_until([&] { return o.exited.has_value(); })) std::_Exit(92);
+            // Its cgroup directories (v2 and, on a hybrid host, v1) go with stop().
+            if (!stop(*session)) std::_Exit(94);
             std::_Exit(o.exited->kind == ExitStatus::Kind::Exited ? o.exited->code : 93);
         },
         ::testing::ExitedWithCode(20), "")
@@ -347,6 +366,7 @@ TEST_F(DirectSessions, ASessionDoesNotInheritTheDaemonsShortSlice) {
     ASSERT_TRUE(run_until([&] { return o.exited.has_value(); }));
     EXPECT_EQ(o.exited->kind, ExitStatus::Kind::Exited);
     EXPECT_EQ(o.exited->code, 0) << "3: the session kept the short slice; 4: no se.slice shown";
+    EXPECT_TRUE(stop(*session));  // its cgroup directories go with it
 }
 
 }  // namespace

@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "backends/direct/raw_syscall.h"
+#include "backends/direct/sandbox_setup.h"
 #include "common/linux.h"
 #include "common/scheduling.h"
 
@@ -36,13 +38,17 @@ constexpr std::size_t kChildStackBytes = 64 * 1024;
 
 // What the child tells the parent when it fails: the step and errno.
 enum class Step : int {
-    Cgroup = 1, Setsid, ControllingTty, Stdio, Groups, Gid, Uid, Chdir, Exec, BoundingSet, NoNewPrivs, Nice
+    Cgroup = 1, Setsid, ControllingTty, Stdio, Groups, Gid, Uid, Chdir, Exec, BoundingSet, NoNewPrivs, Nice,
+    CgroupV1, Sandbox
 };
 
 struct Failure {
     int step;
     int error;
+    int detail;  // Step::Sandbox: the SandboxStep
 };
+
+constexpr std::size_t kMaxV1Cgroups = 8;
 
 // Everything the child reads, in its ChildMemory.
 struct Plan {
@@ -50,6 +56,11 @@ struct Plan {
     int tty;
     int cwd;
     int cgroup_dir;  // for fork_into only
+    int v1_cgroups[kMaxV1Cgroups];  // the session's v1 directories (cgroup_limits.h)
+    std::size_t v1_count;
+    bool sandboxed;                 // enter_sandbox() has work to do
+    bool own_cwd;                   // enter_sandbox() has put us in the working directory
+    SandboxPlan sandbox;
     int nice;
     uid_t uid;
     gid_t gid;
@@ -63,35 +74,8 @@ struct Plan {
     struct rlimit limits[RLIM_NLIMITS];  // the agent's (SessionSpec::limits), when has_limits
 };
 
-// A system call that returns -errno and never writes errno: a child that shares the
-// daemon's memory also shares the thread-local errno of the daemon's loop thread.
-#if defined(__x86_64__)
-long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
-    long ret;
-    register long r10 asm("r10") = d;
-    register long r8 asm("r8") = e;
-    register long r9 asm("r9") = f;
-    asm volatile("syscall"
-                 : "=a"(ret)
-                 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                 : "rcx", "r11", "memory");
-    return ret;
-}
-#else
-// Only forked children run here (no shared memory), so errno is the child's own.
-long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, long f = 0) {
-    const long r = ::syscall(n, a, b, c, d, e, f);
-    return r < 0 ? -errno : r;
-}
-#endif
-
-template <typename T>
-long arg(T* p) {
-    return static_cast<long>(reinterpret_cast<std::uintptr_t>(p));
-}
-
-[[noreturn]] void child_fail(const Plan& p, Step step, long result) {
-    const Failure f{static_cast<int>(step), static_cast<int>(-result)};
+[[noreturn]] void child_fail(const Plan& p, Step step, long result, int detail = 0) {
+    const Failure f{static_cast<int>(step), static_cast<int>(-result), detail};
     sys(SYS_write, p.status_fd, arg(&f), sizeof f);
     sys(SYS_exit_group, 127);
     __builtin_unreachable();
@@ -155,6 +139,14 @@ void restore_scheduling(const Plan& p) {
 
 // Runs in the child: never returns. Raw system calls only (see sys()).
 [[noreturn]] void become_session(const Plan& p) {
+    // Into the v1 hierarchies' session directories first, before anything can fork: the
+    // limits and the accounting hold from here on. ("0" is this process.)
+    for (std::size_t i = 0; i < p.v1_count; ++i) {
+        const long procs = sys(SYS_openat, p.v1_cgroups[i], arg("cgroup.procs"), O_WRONLY | O_CLOEXEC);
+        if (procs < 0) child_fail(p, Step::CgroupV1, procs);
+        if (const long r = sys(SYS_write, procs, arg("0"), 1); r != 1) child_fail(p, Step::CgroupV1, r < 0 ? r : -EIO);
+        sys(SYS_close, procs);
+    }
     // The agent's limits, while still root (raising one back needs it): never the daemon's,
     // which has raised its descriptor limit and runs with root's. Else the usual descriptor
     // limit back.
@@ -186,6 +178,13 @@ void restore_scheduling(const Plan& p) {
     // switch below, and set no_new_privs, so that setuid/setgid bits and file capabilities
     // are ignored by every execve of the session and its descendants (sudo, su, ping...).
     drop_bounding_set(p);
+    // The profile's namespaces and Landlock, while we are still root and before exec: the
+    // session gets them and can loosen none of them (sandbox_setup.h).
+    if (p.sandboxed) {
+        SandboxStep step{};
+        if (const long r = enter_sandbox(p.sandbox, p.cwd, step); r < 0)
+            child_fail(p, Step::Sandbox, r, static_cast<int>(step));
+    }
     // Raw system calls, not glibc's setgroups/setresgid/setresuid: glibc's wrappers would
     // signal each of the daemon's threads to change its credentials too and wait, on a futex,
     // for answers that never come (CrashSafety caught a child that hung there before exec,
@@ -197,7 +196,10 @@ void restore_scheduling(const Plan& p) {
     if (const long r = sys(SYS_setresgid, p.gid, p.gid, p.gid); r < 0) child_fail(p, Step::Gid, r);
     if (const long r = sys(SYS_setresuid, p.uid, p.uid, p.uid); r < 0) child_fail(p, Step::Uid, r);
     if (const long r = sys(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); r < 0) child_fail(p, Step::NoNewPrivs, r);
-    if (const long r = sys(SYS_fchdir, p.cwd); r < 0) child_fail(p, Step::Chdir, r);
+    // In a private mount namespace the descriptor names the host's mount: enter_sandbox() has
+    // already moved us into the namespace's own (and, under read-only, writable) copy.
+    if (!p.own_cwd)
+        if (const long r = sys(SYS_fchdir, p.cwd); r < 0) child_fail(p, Step::Chdir, r);
     // Nothing of the daemon's is held from here on but the status pipe: an exec that never
     // returns (a command on a FUSE mount whose server never answers) held copies of the
     // listener, of other sessions' terminals and logs, for as long as it hung.
@@ -275,12 +277,18 @@ private:
 };
 
 // Maps the child's memory and writes its Plan there; nullptr with errno on failure.
-Plan* write_plan(const SessionSpec& spec, int status_fd, int cgroup_dir, ChildMemory& memory) {
+Plan* write_plan(const SessionSpec& spec, int status_fd, int cgroup_dir, const std::vector<int>& v1_cgroups,
+                 int landlock_abi, ChildMemory& memory) {
+    static const std::vector<std::string> none;
+    const auto& profile = spec.profile;
+    const auto& writable = profile ? profile->writable : none;
+    const auto& hidden = profile ? profile->hidden : none;
     const auto candidates = exec_candidates(spec.argv.front(), spec.env);
     const auto& groups = spec.account.groups;
     const std::size_t data = sizeof(Plan) + alignof(Plan) + (groups.size() + 1) * sizeof(gid_t) +
                              PlanWriter::strings_bytes(candidates) + PlanWriter::strings_bytes(spec.argv) +
-                             PlanWriter::strings_bytes(spec.env);
+                             PlanWriter::strings_bytes(spec.env) + PlanWriter::strings_bytes(writable) +
+                             PlanWriter::strings_bytes(hidden);
     const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     const std::size_t size = page + kChildStackBytes + (data + page - 1) / page * page;
     void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -296,6 +304,18 @@ Plan* write_plan(const SessionSpec& spec, int status_fd, int cgroup_dir, ChildMe
     plan->tty = spec.tty.get();
     plan->cwd = spec.cwd;
     plan->cgroup_dir = cgroup_dir;
+    plan->v1_count = std::min(v1_cgroups.size(), kMaxV1Cgroups);
+    std::copy_n(v1_cgroups.begin(), plan->v1_count, plan->v1_cgroups);
+    if (profile) {
+        auto& sb = plan->sandbox;
+        sb.new_network = profile->network == SandboxProfile::Network::None;
+        sb.new_mounts = profile->confines_filesystem();
+        sb.read_only = profile->filesystem == SandboxProfile::Filesystem::ReadOnly;
+        sb.writable_cwd = profile->writable_cwd;
+        sb.landlock_abi = landlock_abi;
+        plan->sandboxed = sb.new_network || sb.new_mounts;
+        plan->own_cwd = sb.new_mounts;
+    }
     plan->nice = session_nice();
     plan->uid = spec.account.uid;
     plan->gid = spec.account.gid;
@@ -306,6 +326,8 @@ Plan* write_plan(const SessionSpec& spec, int status_fd, int cgroup_dir, ChildMe
     plan->candidates = w.strings(candidates);
     plan->argv = w.strings(spec.argv);
     plan->envp = w.strings(spec.env);
+    plan->sandbox.writable = w.strings(writable);
+    plan->sandbox.hidden = w.strings(hidden);
     plan->nofile = original_nofile_limit();
     plan->has_limits = spec.limits.has_value();
     if (spec.limits)
@@ -416,7 +438,12 @@ void ChildMemory::child_done() {
     base_ = nullptr;
 }
 
-Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why) {
+Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, const std::vector<int>& v1_cgroups, int landlock_abi,
+                      std::string& why) {
+    if (v1_cgroups.size() > kMaxV1Cgroups) {
+        why = "too many cgroup v1 hierarchies";
+        return {};
+    }
     Spawned out;
     int pipefd[2];
     if (::pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -428,7 +455,7 @@ Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why)
     ::fcntl(status_write.get(), F_SETFL, 0);
 
     ChildMemory memory;
-    Plan* plan = write_plan(spec, status_write.get(), cgroup_dir, memory);
+    Plan* plan = write_plan(spec, status_write.get(), cgroup_dir, v1_cgroups, landlock_abi, memory);
     if (!plan) {
         why = std::string("cannot map the child's memory: ") + std::strerror(errno);
         return out;
@@ -480,6 +507,8 @@ std::string describe_exec_failure(const unsigned char* data, std::size_t size, c
         case Step::BoundingSet: return "cannot drop the capability bounding set: " + err;
         case Step::NoNewPrivs: return "cannot set no_new_privs: " + err;
         case Step::Nice: return "cannot restore the scheduling priority: " + err;
+        case Step::CgroupV1: return "cannot join the session's cgroup v1 directories: " + err;
+        case Step::Sandbox: return std::string(describe(static_cast<SandboxStep>(f.detail))) + ": " + err;
         case Step::Exec:
             if (f.error == ENOENT) return "command not found: " + command;
             return "cannot execute " + command + ": " + err;

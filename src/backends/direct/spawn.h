@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "common/unique_fd.h"
@@ -60,9 +61,12 @@ struct Spawned {
     ChildMemory memory;    // to keep until the child has exec'd or been reaped
 };
 
-// `cgroup_dir` is the session's cgroup directory (O_DIRECTORY), or -1 for none.
+// `cgroup_dir` is the session's cgroup v2 directory (O_DIRECTORY), or -1 for none;
+// `v1_cgroups` its v1 directories (cgroup_limits.h), which the child joins before anything
+// else; `landlock_abi` the host's (sandbox_setup.h), for a profile's read-only file system.
 // Returns pid -1 with `why` on failure.
-Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, std::string& why);
+Spawned spawn_session(const SessionSpec& spec, int cgroup_dir, const std::vector<int>& v1_cgroups, int landlock_abi,
+                      std::string& why);
 
 // Decodes what the child wrote to the status pipe into a message for the client.
 std::string describe_exec_failure(const unsigned char* data, std::size_t size, const std::string& command);
