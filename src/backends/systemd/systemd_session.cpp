@@ -1,5 +1,7 @@
 #include "backends/systemd/systemd_session.h"
 
+#include "backends/systemd/unit_usage.h"
+
 #include <sys/epoll.h>
 #include <sys/wait.h>
 
@@ -297,7 +299,15 @@ void SystemdSession::service_read(Read purpose, const std::string& job_result,
         }
         case Read::Exit: {
             if (!lifecycle_.is(Phase::Running)) return;
-            const protocol::ExitStatus status = exit_status_from(state);
+            protocol::ExitStatus status = exit_status_from(state);
+            const auto used = usage();
+            // systemd 252 detects an OOM kill from cgroup v2's memory.events only; under v1 it
+            // reports the SIGKILL as Result "signal". The v1 memory.oom_control count says
+            // the kernel's OOM killer acted in this unit, so say "oom-kill" there too.
+            if (state.result == "signal" && state.exec_main_code == CLD_KILLED &&
+                state.exec_main_status == SIGKILL && used && used->oom_kills.value_or(0) > 0 && host_ &&
+                host_->layout != CgroupLayout::Unified)
+                status.unit_result = "oom-kill";
             release_ref();
             report_exited(status);
             return;
@@ -337,6 +347,7 @@ int SystemdSession::on_main_pidfd(sd_event_source*, int, uint32_t, void* userdat
 }
 
 void SystemdSession::main_process_gone() {
+    (void)usage();  // the cgroup's figures, while systemd has not removed it yet
     main_gone_ = true;
     main_pidfd_source_.reset();
     check_stop_done();
@@ -453,6 +464,31 @@ void SystemdSession::report_exited(protocol::ExitStatus status) {
     if (events_.on_exited) events_.on_exited(std::move(status));
     if (!*guard) return;
     check_stop_done();
+}
+
+std::optional<SessionUsage> SystemdSession::usage() const {
+    if (!host_ || cgroup_.empty()) return last_usage_;
+    auto now = read_unit_usage(*host_, cgroup_);
+    if (!now) return last_usage_;
+    // A read that raced with the cgroup's removal may miss some files: keep what was read
+    // before for those.
+    if (last_usage_) {
+        auto keep = [](std::optional<std::uint64_t>& fresh, const std::optional<std::uint64_t>& old) {
+            if (!fresh) fresh = old;
+        };
+        const SessionUsage& old = *last_usage_;
+        keep(now->cpu_usec, old.cpu_usec);
+        keep(now->memory_current, old.memory_current);
+        keep(now->memory_peak, old.memory_peak);
+        keep(now->tasks_current, old.tasks_current);
+        keep(now->tasks_peak, old.tasks_peak);
+        keep(now->oom_kills, old.oom_kills);
+        keep(now->tasks_limit_hits, old.tasks_limit_hits);
+        keep(now->io_read_bytes, old.io_read_bytes);
+        keep(now->io_write_bytes, old.io_write_bytes);
+    }
+    last_usage_ = std::move(now);
+    return last_usage_;
 }
 
 void SystemdSession::learn_cgroup(const PidRef& process) {

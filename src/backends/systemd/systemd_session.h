@@ -35,6 +35,7 @@
 #include "backends/backend.h"
 #include "backends/session_signals.h"
 #include "backends/systemd/bus_connection.h"
+#include "backends/systemd/host_enforcement.h"
 #include "backends/systemd/pending_calls.h"
 #include "backends/systemd/sd_ptr.h"
 #include "backends/systemd/session_lifecycle.h"
@@ -87,6 +88,14 @@ public:
     int signal_all(int sig) override;
     int signal_foreground_group(pid_t pgid, int sig) override;
     void stop(Clock::time_point deadline, std::function<void(bool ok, std::string why)> done) override;
+    // Read from the unit's cgroup files (unit_usage.h) while they exist. systemd removes the
+    // cgroup as soon as the unit is inactive (252 keeps no figures of an inactive unit
+    // either), so the last figures read are kept and answered until the session is
+    // destroyed: they are refreshed when the main process exits (its pidfd polls readable,
+    // usually before systemd has reaped it and removed the cgroup) and at every call.
+    [[nodiscard]] std::optional<SessionUsage> usage() const override;
+    // Where usage() reads from; without it, usage() is nullopt.
+    void set_host(std::shared_ptr<const HostEnforcement> host) { host_ = std::move(host); }
 
 private:
     using Phase = Lifecycle::Phase;
@@ -141,6 +150,8 @@ private:
     std::string path_;
     uid_t agent_;
     std::string cgroup_;  // the unit's cgroup, as /proc/PID/cgroup shows it; empty until known
+    std::shared_ptr<const HostEnforcement> host_;
+    mutable std::optional<SessionUsage> last_usage_;  // the last figures usage() could read
     SessionEvents events_;
     // Set to false by the destructor; copied before calling out, so that a callback that
     // destroys this session is noticed.
