@@ -415,10 +415,14 @@ TEST_F(ProfileTest, MemoryHogIsOomKilledInItsUnitOnly) {
     ASSERT_TRUE(n) << why;
     Pty pty;
     Observed o;
+    // It starts eating once told to, after on_started: the backend watches the unit's cgroup
+    // from then on.
     SessionProcesses* s = start({"/usr/bin/python3", "-c",
-                                 "b=[]\nwhile True: b.append(bytearray(1<<20))\n"},
+                                 "import sys\nsys.stdin.readline()\nb=[]\nwhile True: b.append(bytearray(1<<20))\n"},
                                 pty, o, p, why);
     ASSERT_TRUE(s) << why;
+    ASSERT_TRUE(run_until(event_, [&] { return o.started; }));
+    ASSERT_EQ(::write(pty.master.get(), "go\n", 3), 3);
     ASSERT_TRUE(run_until(event_, [&] { return o.exited && neighbour.started; }, 60s));
     EXPECT_EQ(o.status.kind, ExitStatus::Kind::Signaled);
     EXPECT_EQ(o.status.signal, SIGKILL);

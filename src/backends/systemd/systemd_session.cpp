@@ -2,7 +2,10 @@
 
 #include "backends/systemd/unit_usage.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cerrno>
@@ -300,6 +303,7 @@ void SystemdSession::service_read(Read purpose, const std::string& job_result,
         case Read::Exit: {
             if (!lifecycle_.is(Phase::Running)) return;
             protocol::ExitStatus status = exit_status_from(state);
+            if (oom_source_) oom_signalled();
             const auto used = usage();
             // systemd 252 detects an OOM kill from cgroup v2's memory.events only; under v1 it
             // reports the SIGKILL as Result "signal". The v1 memory.oom_control count says
@@ -325,6 +329,7 @@ void SystemdSession::mark_started(const ServiceState& state) {
     // cannot be watched, but SIGNAL still works.
     if (auto main = PidRef::pin(pid)) {
         learn_cgroup(*main);
+        watch_oom();
         if (!cgroup_.empty() && !main->by_pid()) {
             UniqueFd fd = std::move(*main).take_pidfd();
             sd_event_source* s = nullptr;
@@ -347,7 +352,9 @@ int SystemdSession::on_main_pidfd(sd_event_source*, int, uint32_t, void* userdat
 }
 
 void SystemdSession::main_process_gone() {
-    (void)usage();  // the cgroup's figures, while systemd has not removed it yet
+    // The cgroup's figures, while systemd has not removed it yet; and a pending OOM signal.
+    if (oom_source_) oom_signalled();
+    (void)usage();
     main_gone_ = true;
     main_pidfd_source_.reset();
     check_stop_done();
@@ -466,10 +473,57 @@ void SystemdSession::report_exited(protocol::ExitStatus status) {
     check_stop_done();
 }
 
+void SystemdSession::watch_oom() {
+    if (!host_ || host_->layout == CgroupLayout::Unified || !host_->memory || cgroup_.empty() || oom_eventfd_)
+        return;
+    const std::string dir = "/sys/fs/cgroup/memory" + cgroup_;
+    UniqueFd control(::open((dir + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd events(::open((dir + "/cgroup.event_control").c_str(), O_WRONLY | O_CLOEXEC));
+    UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!control || !events || !efd) return;
+    const std::string line = std::to_string(efd.get()) + " " + std::to_string(control.get());
+    if (::write(events.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) return;
+    sd_event_source* s = nullptr;
+    if (sd_event_add_io(conn_->event(), &s, efd.get(), EPOLLIN, &SystemdSession::on_oom_event, this) < 0) return;
+    (void)sd_event_source_set_description(s, "memory.oom_control");
+    oom_source_.reset(s);
+    oom_eventfd_ = std::move(efd);
+    // The kernel holds its own references to both files: ours close here. An OOM kill
+    // before the registration is in the file already.
+    oom_signalled();
+}
+
+int SystemdSession::on_oom_event(sd_event_source*, int, uint32_t, void* userdata) {
+    static_cast<SystemdSession*>(userdata)->oom_signalled();
+    return 0;
+}
+
+void SystemdSession::oom_signalled() {
+    std::uint64_t n = 0;
+    if (::read(oom_eventfd_.get(), &n, sizeof n) == static_cast<ssize_t>(sizeof n)) oom_signals_ += n;
+    const auto text = read_small_file("/sys/fs/cgroup/memory" + cgroup_ + "/memory.oom_control");
+    if (text) {
+        // Signalled while the cgroup exists: only the OOM killer signals then (with
+        // oom_kill_disable 0 it is about to kill; oom_kill may not count it yet).
+        if (n > 0 || keyed_value(*text, "under_oom").value_or(0) > 0 ||
+            keyed_value(*text, "oom_kill").value_or(0) > 0)
+            oom_seen_ = true;
+        (void)usage();
+    } else {
+        // Removed: that is one signal; any other was the OOM killer's. (The removal's own
+        // signal may still be on its way: the source stays, to count it.)
+        if (oom_signals_ >= 2) oom_seen_ = true;
+    }
+}
+
 std::optional<SessionUsage> SystemdSession::usage() const {
     if (!host_ || cgroup_.empty()) return last_usage_;
     auto now = read_unit_usage(*host_, cgroup_);
-    if (!now) return last_usage_;
+    if (now && oom_seen_ && now->oom_kills.value_or(0) == 0) now->oom_kills = 1;
+    if (!now) {
+        if (oom_seen_ && last_usage_ && last_usage_->oom_kills.value_or(0) == 0) last_usage_->oom_kills = 1;
+        return last_usage_;
+    }
     // A read that raced with the cgroup's removal may miss some files: keep what was read
     // before for those.
     if (last_usage_) {

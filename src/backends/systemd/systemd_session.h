@@ -130,6 +130,10 @@ private:
     [[nodiscard]] SessionMembers members();
     // Sets cgroup_ from `process`'s cgroup, if that is our unit's.
     void learn_cgroup(const PidRef& process);
+    // Registers oom_eventfd_ (v1 hosts with the memory controller), once cgroup_ is known.
+    void watch_oom();
+    void oom_signalled();
+    static int on_oom_event(sd_event_source* s, int fd, uint32_t revents, void* userdata);
     void kill_unit(int sig);
     void report_start_failed(std::string why);
     void report_exited(protocol::ExitStatus status);
@@ -152,6 +156,14 @@ private:
     std::string cgroup_;  // the unit's cgroup, as /proc/PID/cgroup shows it; empty until known
     std::shared_ptr<const HostEnforcement> host_;
     mutable std::optional<SessionUsage> last_usage_;  // the last figures usage() could read
+    // cgroup v1 only (systemd 252 reports no OOM kill there): an eventfd registered for the
+    // unit's memory.oom_control (cgroup.event_control). The kernel signals it when the OOM
+    // killer is about to act in the cgroup, and once more when the cgroup is removed, so
+    // the signal is not lost when systemd removes the cgroup before we read it.
+    UniqueFd oom_eventfd_;
+    EventSource oom_source_;
+    std::uint64_t oom_signals_ = 0;
+    bool oom_seen_ = false;
     SessionEvents events_;
     // Set to false by the destructor; copied before calling out, so that a callback that
     // destroys this session is noticed.
