@@ -439,6 +439,24 @@ TEST_F(ProfileTest, MemoryHogIsOomKilledInItsUnitOnly) {
     stop(*n);
 }
 
+// Attack: a CPU hog takes more than its quota. Over one second of wall time it gets at most
+// its share (20% of one CPU, plus one 100 ms CFS period of slack); the usage figure agrees.
+TEST_F(ProfileTest, CpuHogIsHeldToItsQuota) {
+    SandboxProfile p = named("cpu");
+    p.cpu_quota_percent = 20;
+    if (!enforced_here(p, "cpu")) return;
+    Observed o;
+    const std::string out = run("python3 -c 'import time,os\nt=time.monotonic()\nwhile time.monotonic()-t<1.0: pass\n"
+                                "c=os.times(); print(\"CPU-SHARE %.3f\" % ((c.user+c.system)/(time.monotonic()-t)))'; echo END",
+                                p, o);
+    const auto at = out.find("CPU-SHARE ");
+    ASSERT_NE(at, std::string::npos) << out;
+    const double share = std::stod(out.substr(at + 10));
+    std::cout << "[ measured ] CPU share under a 20% quota: " << share << "\n";
+    EXPECT_LT(share, 0.35);
+    EXPECT_GT(share, 0.05);
+}
+
 // usage() reads what the unit's cgroup files say, and answers after the exit until stop().
 TEST_F(ProfileTest, UsageAgreesWithTheCgroupFiles) {
     Pty pty;
