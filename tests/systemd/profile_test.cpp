@@ -349,6 +349,35 @@ TEST_F(ProfileTest, ReadOnlyFilesystemRefusesWritesOutsideTheWorkingDirectory) {
     EXPECT_EQ(after, "changed\n");
 }
 
+// Attack: the agent's own unit keeps everything but its working tree read-only; a profile
+// whose `writable` names another directory would reopen it to the agent's sessions through
+// ReadWritePaths=. The session keeps the agent's read-only view there.
+TEST_F(ProfileTest, AProfileCannotReopenWhatTheAgentsUnitKeepsReadOnly) {
+    const std::string agent = "ptyvisor-test-agent.service";
+    std::system("systemctl stop ptyvisor-test-agent.service 2>/dev/null");
+    ASSERT_EQ(std::system(("systemd-run --quiet --unit=ptyvisor-test-agent -p ProtectSystem=strict -p ReadWritePaths=" +
+                           (base_ / "work").string() + " sleep 1000").c_str()),
+              0);
+    BackendOptions o;
+    o.event = event_;
+    o.allowed_units = {agent};
+    std::string why;
+    backend_ = make_systemd_backend(o, why);
+    ASSERT_TRUE(backend_) << why;
+    SandboxProfile p = named("reopen");
+    p.filesystem = SandboxProfile::Filesystem::ReadOnly;
+    p.writable_cwd = true;
+    p.writable = {(base_ / "outside").string()};
+    Observed ob;
+    const std::string out = run("echo x > " + (base_ / "outside" / "file").string() +
+                                    " && echo OUTSIDE-WRITTEN; echo in > inside && echo CWD-WRITABLE; echo END",
+                                p, ob);
+    EXPECT_EQ(out.find("OUTSIDE-WRITTEN"), std::string::npos) << out;
+    EXPECT_NE(out.find("Read-only file system"), std::string::npos) << out;
+    EXPECT_NE(out.find("CWD-WRITABLE"), std::string::npos) << out;
+    std::system("systemctl stop ptyvisor-test-agent.service");
+}
+
 // Attack: a hidden path is read from the session.
 TEST_F(ProfileTest, HiddenPathsCannotBeRead) {
     SandboxProfile p = named("hide");
