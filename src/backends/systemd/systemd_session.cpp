@@ -517,8 +517,12 @@ void SystemdSession::oom_signalled() {
 }
 
 std::optional<SessionUsage> SystemdSession::usage() const {
-    if (!host_ || cgroup_.empty()) return last_usage_;
-    auto now = read_unit_usage(*host_, cgroup_);
+    if (!host_ || unit_gone_) return last_usage_;
+    // Learnt from the main process; where it had exited before that (a command that ends at
+    // once), the path systemd gives a unit of our slice: the daemon runs in systemd's cgroup
+    // namespace (it is one of its services), so both see the same root.
+    const std::string cgroup = !cgroup_.empty() ? cgroup_ : "/" + std::string(kSessionSlice) + "/" + unit_;
+    auto now = read_unit_usage(*host_, cgroup);
     if (now && oom_seen_ && now->oom_kills.value_or(0) == 0) now->oom_kills = 1;
     if (!now) {
         if (oom_seen_ && last_usage_ && last_usage_->oom_kills.value_or(0) == 0) last_usage_->oom_kills = 1;
