@@ -173,6 +173,7 @@ bool SystemdSession::adopt(pid_t main_pid, std::string& why) {
         why = "the main process is not in unit " + unit_;
         return false;
     }
+    watch_oom();
     if (!add_matches() || !lifecycle_.watch() || !lifecycle_.send_start() || !lifecycle_.start()) {
         why = "cannot watch unit " + unit_ + " on the bus";
         return false;
