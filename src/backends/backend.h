@@ -186,6 +186,7 @@ public:
     // Whether this backend can enforce every setting of `profile` on this host. False with
     // `why` (safe to show the client): the START is refused rather than run unconfined.
     virtual bool check_profile(const SandboxProfile& profile, std::string& why) const {
+        if (!profile.needs_backend()) return true;
         why = "the " + std::string(name()) + " backend cannot enforce profile \"" + profile.name + "\"";
         return false;
     }

@@ -42,6 +42,10 @@ struct SandboxProfile {
     std::vector<std::string> hidden;      // absolute paths made inaccessible (any Filesystem)
 
     [[nodiscard]] bool confines_filesystem() const { return filesystem == Filesystem::ReadOnly || !hidden.empty(); }
+    // Whether the backend has anything to enforce (runtime_max and idle_timeout are the server's).
+    [[nodiscard]] bool needs_backend() const {
+        return memory_max || tasks_max || cpu_quota_percent || network == Network::None || confines_filesystem();
+    }
     bool operator==(const SandboxProfile&) const = default;
 };
 

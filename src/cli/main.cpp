@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
     run_cmd->add_flag("--shell-integration", run.shell_integration,
                       "COMMAND is bash or zsh (with -i, -l or --login at most): make it report its prompts "
                       "and commands, for exec, commands and wait --for command");
+    run_cmd->add_option("--profile", run.profile,
+                        "the sandbox profile to run under, one the daemon's configuration offers "
+                        "(default: its default_profile)");
     run_cmd->add_option("command", run.command, "the command and its arguments (after --)")->required();
     // Everything from the command on is the command's, options included.
     run_cmd->positionals_at_end();

@@ -29,6 +29,7 @@ bool start_options(const RunOptions& o, client::StartOptions& s, int& winch_fd, 
     if (o.directory) s.cwd = *o.directory;
     s.detach = o.detach;
     s.shell_integration = o.shell_integration;
+    s.profile = o.profile;
     // Our terminal answers the program's queries; without one the daemon's screen does.
     s.terminal = !o.detach && ::isatty(STDIN_FILENO) == 1;
 
@@ -52,7 +53,7 @@ std::string error_text(const protocol::ErrorReply& e) {
     std::string text = e.message + " (" + std::string(protocol::to_string(e.code)) + ")";
     if (e.code == protocol::ErrorCode::UnsupportedVersion)
         text += ": this daemon is older than this client and does not offer what it needs "
-                "(shell integration needs protocol version 4)";
+                "(shell integration needs protocol version 4, --profile version 6)";
     return text;
 }
 

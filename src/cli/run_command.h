@@ -23,6 +23,7 @@ struct RunOptions {
     bool quiet = false;                    // --quiet
     bool detach = false;                   // --detach
     bool shell_integration = false;        // --shell-integration: bash or zsh that marks its commands
+    std::string profile;                   // --profile: a sandbox profile the daemon offers
     std::vector<std::string> command;      // CMD ARGS...
 };
 

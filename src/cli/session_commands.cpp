@@ -191,6 +191,22 @@ nlohmann::json controller_json(const protocol::SessionInfo& s) {
     return s.held ? "supervisor" : "agent";
 }
 
+// SPEC's four members always (null where the daemon cannot tell: an older daemon, a host whose
+// cgroups do not count it), then whatever else the daemon counted.
+nlohmann::json usage_json(const std::optional<protocol::UsageInfo>& usage) {
+    const protocol::UsageInfo u = usage.value_or(protocol::UsageInfo{});
+    const auto value = [](const std::optional<std::uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    nlohmann::json j{{"cpu_usec", value(u.cpu_usec)},
+                     {"memory_peak", value(u.memory_peak)},
+                     {"tasks_peak", value(u.tasks_peak)},
+                     {"oom_kills", value(u.oom_kills)}};
+    for (const auto& [name, v] : {std::pair{"memory_current", u.memory_current}, std::pair{"tasks_current", u.tasks_current},
+                                  std::pair{"tasks_limit_hits", u.tasks_limit_hits},
+                                  std::pair{"io_read_bytes", u.io_read_bytes}, std::pair{"io_write_bytes", u.io_write_bytes}})
+        if (v) j[name] = *v;
+    return j;
+}
+
 std::string sessions_json(const std::vector<protocol::SessionInfo>& sessions) {
     nlohmann::json array = nlohmann::json::array();
     for (const auto& s : sessions) {
@@ -213,7 +229,9 @@ std::string sessions_json(const std::vector<protocol::SessionInfo>& sessions) {
                          {"controller", controller_json(s)},
                          {"controller_uid", s.held && s.controller_uid ? nlohmann::json(*s.controller_uid) : nlohmann::json(nullptr)},
                          {"controller_since", s.held && s.controller_since ? nlohmann::json(*s.controller_since) : nlohmann::json(nullptr)},
-                         {"recording", s.recording}});
+                         {"recording", s.recording},
+                         {"profile", s.profile.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.profile)},
+                         {"usage", usage_json(s.usage)}});
     }
     return array.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -264,11 +282,21 @@ int wait_status(const protocol::WaitReply& reply, protocol::WaitRequest::For wha
 int list_command(const ListOptions& options) {
     client::Transcript t;
     std::string why;
-    const auto queue = [](client::Connection& c, std::string&) {
+    // Version 6 first, whose entries say which limit ended a session (runtime-limit, ...);
+    // a daemon older than that is asked again in the version it speaks.
+    std::uint8_t version = 6;
+    const auto queue = [&version](client::Connection& c, std::string&) {
+        if (version) c.use_version(version);
         c.queue_list();
         return true;
     };
-    if (!exchange(options.socket, queue, kReplyTimeout, t, why)) return failure(why);
+    if (!exchange(options.socket, queue, kReplyTimeout, t, why)) {
+        if (!t.error || t.error->code != protocol::ErrorCode::UnsupportedVersion) return failure(why);
+        version = 0;
+        t = client::Transcript{};
+        why.clear();
+        if (!exchange(options.socket, queue, kReplyTimeout, t, why)) return failure(why);
+    }
     if (!t.sessions) return failure("connection to the daemon lost");
     if (options.json)
         std::cout << sessions_json(*t.sessions) << '\n';

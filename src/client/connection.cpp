@@ -166,6 +166,7 @@ bool Connection::start(const StartOptions& options, std::string& why) {
     request.detach = options.detach;
     request.terminal = options.terminal;
     request.shell_integration = options.shell_integration;
+    request.profile = options.profile;
     const std::string payload = protocol::encode(request);
     if (payload.size() > protocol::max_payload(FrameType::Start))
         return fail(why, "the command line and environment are too large (" + std::to_string(payload.size()) +
@@ -173,6 +174,7 @@ bool Connection::start(const StartOptions& options, std::string& why) {
                              ")");
     mode_ = Mode::Session;
     if (options.shell_integration) version_ = std::max(version_, kCommandsVersion);
+    if (!options.profile.empty()) version_ = std::max(version_, kProfileVersion);
     return send_start(payload, dir_fd, why);
 }
 

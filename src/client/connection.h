@@ -160,6 +160,7 @@ private:
     static constexpr std::uint8_t kVersionBeforeCommands = 3;
     static constexpr std::uint8_t kCommandsVersion = 4;
     static constexpr std::uint8_t kControlVersion = 5;
+    static constexpr std::uint8_t kProfileVersion = 6;
     bool finished_ = false;
 };
 

@@ -24,6 +24,7 @@ struct StartOptions {
     bool detach = false;            // the session outlives the connection (protocol version 2)
     bool terminal = false;          // we relay a real terminal, which answers the program's queries (version 3)
     bool shell_integration = false; // argv is bash or zsh: start it with its integration (version 4)
+    std::string profile;            // a sandbox profile's name; empty: the daemon's default (version 6)
 };
 
 }  // namespace ptyvisor::client

@@ -31,6 +31,9 @@ enum class ErrorCode {
     NoShellIntegration,  // the session's shell reports no commands (no OSC 133 marks)
     // Version 5.
     HeldBySupervisor,    // a person holds the terminal: the agent's input waits
+    // Version 6.
+    ProfileNotAllowed,   // START named a profile the agent may not choose
+    ProfileUnavailable,  // this host cannot enforce the session's profile
 };
 
 std::string_view to_string(ErrorCode code);

@@ -148,7 +148,7 @@ bool get_window(const json& o, WindowSize& size, std::string& why) {
     return true;
 }
 
-constexpr std::array<std::pair<ExitReason, std::string_view>, 10> kReasons{{
+constexpr std::array<std::pair<ExitReason, std::string_view>, 13> kReasons{{
     {ExitReason::Exited, "exited"},
     {ExitReason::Stopped, "stopped"},
     {ExitReason::Disconnected, "disconnected"},
@@ -159,6 +159,9 @@ constexpr std::array<std::pair<ExitReason, std::string_view>, 10> kReasons{{
     {ExitReason::OutputFailed, "output_failed"},
     {ExitReason::Timeout, "timeout"},
     {ExitReason::BackendFailed, "backend_failed"},
+    {ExitReason::OomKill, "oom-kill"},
+    {ExitReason::RuntimeLimit, "runtime-limit"},
+    {ExitReason::IdleTimeout, "idle-timeout"},
 }};
 
 // Replaces invalid UTF-8 rather than throw: a message may quote hostile bytes.
@@ -326,12 +329,32 @@ int ExitStatus::shell_status() const {
     return 255;
 }
 
+ExitStatus exit_status_for_version(ExitStatus status, int version) {
+    if (version >= 6) return status;
+    switch (status.reason) {
+        case ExitReason::OomKill:
+            status.reason = ExitReason::Exited;
+            if (status.unit_result.empty()) status.unit_result = "oom-kill";
+            break;
+        case ExitReason::RuntimeLimit:
+        case ExitReason::IdleTimeout: status.reason = ExitReason::Timeout; break;
+        default: break;
+    }
+    return status;
+}
+
+std::optional<ExitStatus> exit_status_for_version(const std::optional<ExitStatus>& status, int version) {
+    if (!status) return std::nullopt;
+    return exit_status_for_version(*status, version);
+}
+
 std::string encode(const StartRequest& v) {
     json j{{"argv", v.argv}, {"env", v.env},   {"cwd_dev", v.cwd_dev},   {"cwd_ino", v.cwd_ino},
            {"term", v.term}, {"rows", v.size.rows}, {"cols", v.size.cols}};
     if (v.detach) j["detach"] = true;  // only then: a version 1 server reads what it knows
     if (v.terminal) j["terminal"] = true;
     if (v.shell_integration) j["shell_integration"] = true;
+    if (!v.profile.empty()) j["profile"] = v.profile;
     return dump(j);
 }
 
@@ -404,6 +427,8 @@ Decoded<StartRequest> decode_start(std::string_view text) {
     if (!get_bool(o, "detach", v.detach, why, /*required=*/false)) return Decoded<StartRequest>::fail(why);
     if (!get_bool(o, "terminal", v.terminal, why, /*required=*/false)) return Decoded<StartRequest>::fail(why);
     if (!get_bool(o, "shell_integration", v.shell_integration, why, /*required=*/false))
+        return Decoded<StartRequest>::fail(why);
+    if (!get_string(o, "profile", kMaxProfileNameLength, v.profile, why, /*required=*/false))
         return Decoded<StartRequest>::fail(why);
     if (v.argv.empty() || v.argv[0].empty())
         return Decoded<StartRequest>::fail("'argv' must name a command");

@@ -23,6 +23,7 @@ namespace ptyvisor::protocol {
 inline constexpr std::size_t kMaxArgc = 4096;
 inline constexpr std::size_t kMaxEnvc = 4096;
 inline constexpr std::size_t kMaxTermLength = 128;
+inline constexpr std::size_t kMaxProfileNameLength = 64;  // START's profile (version 6)
 // The longest ERROR message the daemon sends, in bytes, before JSON escaping. Messages
 // quote what clients sent (a command name, a cgroup path), so every one is cut to this.
 inline constexpr std::size_t kMaxErrorMessageBytes = 1024;
@@ -64,6 +65,7 @@ struct StartRequest {
     bool detach = false;            // version 2: the session outlives this connection
     bool terminal = false;          // version 3: the client relays a real terminal (it answers queries)
     bool shell_integration = false;  // version 4: start the shell with its integration (11.2)
+    std::string profile;             // version 6: the sandbox profile's name; empty: the default
     bool operator==(const StartRequest&) const = default;
 };
 
@@ -94,6 +96,10 @@ enum class ExitReason {
     OutputFailed,   // reading from the terminal failed
     Timeout,        // the unit hit RuntimeMaxSec
     BackendFailed,  // the backend lost the session
+    // Version 6 (a client of an older version is told exit_status_for_version's reason).
+    OomKill,        // "oom-kill": the kernel's OOM killer ended the main process (memory_max)
+    RuntimeLimit,   // "runtime-limit": the profile's runtime_max passed
+    IdleTimeout,    // "idle-timeout": no output and no input for the profile's idle_timeout
 };
 
 std::string_view to_string(ExitReason reason);
@@ -159,6 +165,12 @@ struct StatusReply {
     bool truncated = false;
     bool operator==(const StatusReply&) const = default;
 };
+
+// What a client speaking `version` is told: a reason of a later version becomes the older
+// reason that says the most (oom-kill: exited, with unit_result "oom-kill"; the limits:
+// timeout), since an older client treats an unknown reason as a malformed EXIT.
+ExitStatus exit_status_for_version(ExitStatus status, int version);
+std::optional<ExitStatus> exit_status_for_version(const std::optional<ExitStatus>& status, int version);
 
 std::string encode(const StartRequest& v);
 std::string encode(const Started& v);

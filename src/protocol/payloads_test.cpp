@@ -127,7 +127,7 @@ TEST(PayloadRoundTrip, ExitEveryKindAndReason) {
         ExitReason::Exited,      ExitReason::Stopped,      ExitReason::Disconnected,
         ExitReason::ClientStalled, ExitReason::DrainTimeout, ExitReason::Shutdown,
         ExitReason::InputFailed, ExitReason::OutputFailed, ExitReason::Timeout,
-        ExitReason::BackendFailed};
+        ExitReason::BackendFailed, ExitReason::OomKill, ExitReason::RuntimeLimit, ExitReason::IdleTimeout};
     for (auto reason : reasons) {
         ExitStatus e;
         e.reason = reason;
@@ -187,6 +187,8 @@ TEST(PayloadNames, ErrorCodesAreStable) {
         {ErrorCode::StartFailed, "start_failed"},
         {ErrorCode::Internal, "internal"},
         {ErrorCode::ShuttingDown, "shutting_down"},
+        {ErrorCode::ProfileNotAllowed, "profile_not_allowed"},
+        {ErrorCode::ProfileUnavailable, "profile_unavailable"},
     };
     for (const auto& [code, name] : names) {
         EXPECT_EQ(to_string(code), name);
@@ -208,12 +210,49 @@ TEST(PayloadNames, ExitReasonsAreStable) {
         {ExitReason::OutputFailed, "output_failed"},
         {ExitReason::Timeout, "timeout"},
         {ExitReason::BackendFailed, "backend_failed"},
+        {ExitReason::OomKill, "oom-kill"},
+        {ExitReason::RuntimeLimit, "runtime-limit"},
+        {ExitReason::IdleTimeout, "idle-timeout"},
     };
     for (const auto& [reason, name] : names) {
         EXPECT_EQ(to_string(reason), name);
         EXPECT_EQ(exit_reason_from_string(name), reason);
     }
     EXPECT_FALSE(exit_reason_from_string("killed"));
+}
+
+// Version 6's reasons reach an older client as reasons it knows (docs/protocol.md, 13.2).
+TEST(PayloadExit, AnOlderClientIsToldALimitsReasonItKnows) {
+    ExitStatus oom;
+    oom.kind = ExitStatus::Kind::Signaled;
+    oom.signal = 9;
+    oom.reason = ExitReason::OomKill;
+    EXPECT_EQ(exit_status_for_version(oom, 6), oom);
+    const ExitStatus old = exit_status_for_version(oom, 5);
+    EXPECT_EQ(old.reason, ExitReason::Exited);
+    EXPECT_EQ(old.unit_result, "oom-kill");
+    EXPECT_EQ(old.signal, 9);
+    for (auto limit : {ExitReason::RuntimeLimit, ExitReason::IdleTimeout}) {
+        ExitStatus e;
+        e.reason = limit;
+        EXPECT_EQ(exit_status_for_version(e, 6).reason, limit);
+        for (int version : {1, 2, 5}) EXPECT_EQ(exit_status_for_version(e, version).reason, ExitReason::Timeout);
+    }
+    ExitStatus plain;
+    plain.reason = ExitReason::Stopped;
+    EXPECT_EQ(exit_status_for_version(plain, 1), plain);
+    EXPECT_FALSE(exit_status_for_version(std::optional<ExitStatus>{}, 5));
+}
+
+TEST(PayloadRoundTrip, StartNamesAProfile) {
+    StartRequest s = sample_start();
+    s.profile = "offline";
+    const auto d = decode_start(encode(s));
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(d.value->profile, "offline");
+    EXPECT_EQ(encode(sample_start()).find("profile"), std::string::npos);  // absent unless named
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("term")", R"("profile":")" + std::string(65, 'p') + R"(","term")")));
+    EXPECT_FALSE(decode_start(with(kValidStart, R"("term")", R"("profile":7,"term")")));
 }
 
 TEST(PayloadExit, ShellStatus) {

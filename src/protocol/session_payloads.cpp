@@ -64,6 +64,28 @@ json position_json(const LogPosition& p) {
 
 json exit_json(const std::optional<ExitStatus>& exit) { return exit ? json::parse(encode(*exit)) : json(nullptr); }
 
+// The usage members in one order, for the encoder and the decoder alike.
+template <class Usage, class F>
+void for_each_usage_member(Usage& u, F f) {
+    f("cpu_usec", u.cpu_usec);
+    f("memory_current", u.memory_current);
+    f("memory_peak", u.memory_peak);
+    f("tasks_current", u.tasks_current);
+    f("tasks_peak", u.tasks_peak);
+    f("oom_kills", u.oom_kills);
+    f("tasks_limit_hits", u.tasks_limit_hits);
+    f("io_read_bytes", u.io_read_bytes);
+    f("io_write_bytes", u.io_write_bytes);
+}
+
+json usage_json(const UsageInfo& usage) {
+    json j = json::object();
+    for_each_usage_member(usage, [&](const char* name, const std::optional<std::uint64_t>& v) {
+        if (v) j[name] = *v;
+    });
+    return j;
+}
+
 json size_json(const WindowSize& s) { return {{"cols", s.cols}, {"rows", s.rows}}; }
 
 // Version 5: "controller" is "supervisor" (with who and since when) while a person holds the
@@ -145,7 +167,9 @@ std::string encode(const std::vector<SessionInfo>& sessions, bool truncated) {
 }
 
 std::string session_fixed_fields(const SessionInfo& v) {
-    return dump({{"id", v.id}, {"unit", v.unit}, {"argv", v.argv}, {"cwd", v.cwd}, {"created", v.created}});
+    json j{{"id", v.id}, {"unit", v.unit}, {"argv", v.argv}, {"cwd", v.cwd}, {"created", v.created}};
+    if (!v.profile.empty()) j["profile"] = v.profile;
+    return dump(j);
 }
 
 std::string session_entry(std::string_view fixed_fields, const SessionInfo& v) {
@@ -164,6 +188,7 @@ std::string session_entry(std::string_view fixed_fields, const SessionInfo& v) {
         if (v.controller_since) j["controller_since"] = *v.controller_since;
     }
     if (v.recording) j["recording"] = true;
+    if (v.usage) j["usage"] = usage_json(*v.usage);
     const std::string changing = dump(j);
     // Two non-empty objects "{a}" and "{b}" become "{a,b}".
     std::string entry;
@@ -339,6 +364,21 @@ Decoded<SessionsReply> decode_sessions_reply(std::string_view text) {
             if (!read_controller(s, v.held, v.controller_uid, v.controller_since) ||
                 !s.boolean("recording", v.recording, false))
                 return false;
+            // Version 6's members.
+            if (!s.str("profile", v.profile, kMaxProfileNameLength, false)) return false;
+            if (const json* usage = s.find("usage", false); usage && !usage->is_null()) {
+                if (!usage->is_object()) return s.fail("usage", "must be an object");
+                UsageInfo u;
+                bool ok = true;
+                for_each_usage_member(u, [&](const char* name, std::optional<std::uint64_t>& field) {
+                    const auto it = usage->find(name);
+                    if (it == usage->end() || it->is_null()) return;
+                    if (!it->is_number_unsigned()) ok = false;
+                    else field = it->get<std::uint64_t>();
+                });
+                if (!ok) return s.fail("usage", "members must be unsigned integers");
+                v.usage = u;
+            }
             const json* argv = s.find("argv", true);
             if (!argv || !argv->is_array()) return s.fail("argv", "must be an array of strings");
             for (const json& a : *argv) {

@@ -70,6 +70,14 @@ struct DetachedReply {
     bool operator==(const DetachedReply&) const = default;
 };
 
+// What a session has cost (version 6), from its cgroup; a member is absent where the host
+// does not count it.
+struct UsageInfo {
+    std::optional<std::uint64_t> cpu_usec, memory_current, memory_peak, tasks_current, tasks_peak, oom_kills,
+        tasks_limit_hits, io_read_bytes, io_write_bytes;
+    bool operator==(const UsageInfo&) const = default;
+};
+
 struct SessionInfo {
     std::string id;
     std::string unit;
@@ -94,6 +102,9 @@ struct SessionInfo {
     std::optional<std::int64_t> controller_uid{};
     std::optional<std::int64_t> controller_since{};  // Unix ms
     bool recording = false;  // the daemon keeps an asciicast recording of it (RECORDING)
+    // Version 6's members (docs/protocol.md, 13), sent in every version, only when known.
+    std::string profile;              // its sandbox profile; empty: none (a fixed field)
+    std::optional<UsageInfo> usage;
     bool operator==(const SessionInfo&) const = default;
 };
 

@@ -115,6 +115,38 @@ TEST(SessionPayloads, ListBuiltFromCachedFixedFieldsDecodesToTheSameSessions) {
     EXPECT_TRUE(decode_sessions(encode_sessions({}, true)));
 }
 
+// Version 6: the profile is a fixed field, the usage a changing one; both decode back.
+TEST(SessionPayloads, ListCarriesTheProfileAndTheUsageItKnows) {
+    SessionInfo s;
+    s.id = kId;
+    s.unit = "ptyvisor-" + kId + ".service";
+    s.argv = {"make"};
+    s.created = 1764547200;
+    s.profile = "offline";
+    UsageInfo u;
+    u.cpu_usec = 1234567;
+    u.memory_peak = 1ull << 33;
+    u.oom_kills = 0;
+    s.usage = u;
+    SessionInfo changing = s;
+    changing.profile.clear();
+    const std::string entry = session_entry(session_fixed_fields(s), changing);
+    EXPECT_NE(entry.find(R"("profile":"offline")"), std::string::npos) << entry;
+    EXPECT_NE(entry.find(R"("usage":{"cpu_usec":1234567,"memory_peak":8589934592,"oom_kills":0})"), std::string::npos)
+        << entry;
+    const auto list = decode_sessions(encode_sessions({entry}, false));
+    ASSERT_TRUE(list) << list.error;
+    EXPECT_EQ(list.value->front(), s);
+    // Absent from a session without them, as from an older daemon's reply.
+    SessionInfo plain = s;
+    plain.profile.clear();
+    plain.usage.reset();
+    const std::string bare = session_entry(session_fixed_fields(plain), plain);
+    EXPECT_EQ(bare.find("profile"), std::string::npos);
+    EXPECT_EQ(bare.find("usage"), std::string::npos);
+    EXPECT_FALSE(decode_sessions(R"({"sessions":[)" + bare.substr(0, bare.size() - 1) + R"(,"usage":{"cpu_usec":-1}}]})"));
+}
+
 // Requests come from the agent: every member is bounded, and anything unexpected refused.
 TEST(SessionPayloads, HostileRequestsAreRefusedWithAReason) {
     const std::vector<std::string> bad_attach = {

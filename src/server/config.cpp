@@ -145,14 +145,126 @@ bool parse_toml_file(const std::string& path, toml::table& out, std::string& why
     }
 }
 
+bool is_profile_name(std::string_view name) {
+    if (name.empty() || name.size() > 64) return false;
+    for (const char c : name)
+        if (!is_unit_prefix_char(c)) return false;
+    return true;
+}
+
+bool is_absolute_clean_path(std::string_view p) {
+    if (p.empty() || p.front() != '/' || p.size() > 4095) return false;
+    // No "." or ".." component and no empty one: the path names what it says.
+    std::size_t i = 1;
+    while (i <= p.size()) {
+        const std::size_t j = std::min(p.find('/', i), p.size());
+        const std::string_view part = p.substr(i, j - i);
+        if ((part.empty() && j != p.size()) || part == "." || part == "..") return false;
+        i = j + 1;
+    }
+    return true;
+}
+
+void read_profile(Reader& r, const std::string& name, const toml::table& t, backends::SandboxProfile& p) {
+    p.name = name;
+    r.only(t, {"memory_max", "tasks_max", "cpu_quota", "runtime_max", "idle_timeout", "network", "filesystem",
+               "writable", "hidden"});
+    if (const auto* node = t.get("memory_max")) {
+        std::optional<std::uint64_t> bytes;
+        if (node->is_integer() && *node->value<std::int64_t>() > 0) bytes = *node->value<std::int64_t>();
+        else if (const auto text = node->value<std::string>(); text && node->is_string()) bytes = parse_byte_size(*text);
+        if (!bytes || *bytes < (1u << 20))
+            r.fail(*node, "'memory_max' must be a size of at least 1M: bytes, or a string such as \"512M\"");
+        else p.memory_max = bytes;
+    }
+    if (t.get("tasks_max")) {
+        std::uint64_t tasks = 0;
+        r.count(t, "tasks_max", 1, 4194304, tasks);
+        if (tasks) p.tasks_max = tasks;
+    }
+    if (const auto* node = t.get("cpu_quota")) {
+        std::optional<std::uint32_t> percent;
+        if (const auto text = node->value<std::string>(); text && node->is_string()) percent = parse_cpu_quota(*text);
+        if (!percent) r.fail(*node, "'cpu_quota' must be a percentage of one CPU, such as \"50%\" or \"200%\"");
+        else p.cpu_quota_percent = percent;
+    }
+    for (const char* key : {"runtime_max", "idle_timeout"}) {
+        if (!t.get(key)) continue;
+        std::uint64_t seconds = 0;
+        r.count(t, key, 1, 366ull * 24 * 3600, seconds);
+        if (!seconds) continue;
+        (std::string_view(key) == "runtime_max" ? p.runtime_max : p.idle_timeout) = std::chrono::seconds(seconds);
+    }
+    if (const auto* node = t.get("network")) {
+        const auto v = node->value<std::string>();
+        if (v && *v == "none") p.network = backends::SandboxProfile::Network::None;
+        else if (v && *v == "host") p.network = backends::SandboxProfile::Network::Host;
+        else r.fail(*node, "'network' must be \"none\" (loopback only) or \"host\"");
+    }
+    if (const auto* node = t.get("filesystem")) {
+        const auto v = node->value<std::string>();
+        if (v && *v == "read-only") p.filesystem = backends::SandboxProfile::Filesystem::ReadOnly;
+        else if (v && *v == "host") p.filesystem = backends::SandboxProfile::Filesystem::Host;
+        else r.fail(*node, "'filesystem' must be \"read-only\" or \"host\"");
+    }
+    std::vector<std::string> writable;
+    r.strings(t, "writable", writable);
+    for (auto& w : writable) {
+        if (w == "cwd") p.writable_cwd = true;
+        else if (is_absolute_clean_path(w)) p.writable.push_back(std::move(w));
+        else r.fail(*t.get("writable"), "'writable' entries must be \"cwd\" or absolute paths without . or ..");
+    }
+    r.strings(t, "hidden", p.hidden);
+    for (const auto& h : p.hidden)
+        if (!is_absolute_clean_path(h) || h == "/")
+            r.fail(*t.get("hidden"), "'hidden' entries must be absolute paths without . or .. (not /)");
+    if (!p.writable.empty() || p.writable_cwd) {
+        if (p.filesystem != backends::SandboxProfile::Filesystem::ReadOnly)
+            r.fail(*t.get("writable"), "'writable' needs filesystem = \"read-only\" (else everything is)");
+    }
+}
+
 }  // namespace
+
+std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
+    if (text.empty() || text.size() > 24) return std::nullopt;
+    std::uint64_t value = 0;
+    std::size_t i = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+        if (value > (UINT64_MAX - 9) / 10) return std::nullopt;
+        value = value * 10 + static_cast<std::uint64_t>(text[i] - '0');
+    }
+    if (i == 0) return std::nullopt;
+    const std::string_view suffix = text.substr(i);
+    int shift = 0;
+    if (suffix.empty()) shift = 0;
+    else if (suffix == "K") shift = 10;
+    else if (suffix == "M") shift = 20;
+    else if (suffix == "G") shift = 30;
+    else if (suffix == "T") shift = 40;
+    else return std::nullopt;
+    if (shift && value > (UINT64_MAX >> shift)) return std::nullopt;
+    return value << shift;
+}
+
+std::optional<std::uint32_t> parse_cpu_quota(std::string_view text) {
+    if (text.size() < 2 || text.back() != '%') return std::nullopt;
+    std::uint32_t value = 0;
+    for (const char c : text.substr(0, text.size() - 1)) {
+        if (c < '0' || c > '9' || value > 100000) return std::nullopt;
+        value = value * 10 + static_cast<std::uint32_t>(c - '0');
+    }
+    if (value < 1 || value > 100000) return std::nullopt;
+    return value;
+}
 
 bool load_config_file(const std::string& path, Config& c, std::string& why) {
     toml::table root;
     if (!parse_toml_file(path, root, why)) return false;
     Reader r(path, root);
     r.only(root, {"user", "socket", "backend", "allow_units", "unit_prefix", "state_directory",
-                  "observer_group", "supervisor_group", "limits", "timeouts", "recording", "session", "screen"});
+                  "observer_group", "supervisor_group", "limits", "timeouts", "recording", "session", "screen",
+                  "profiles", "allowed_profiles", "default_profile"});
     r.string(root, "user", c.user);
     r.string(root, "socket", c.socket);
     r.string(root, "backend", c.backend);
@@ -216,6 +328,22 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
             }
         }
     }
+    r.strings(root, "allowed_profiles", c.allowed_profiles);
+    r.string(root, "default_profile", c.default_profile);
+    if (const auto* t = subtable(r, root, "profiles")) {
+        for (const auto& [k, v] : *t) {
+            const std::string name(k.str());
+            if (!is_profile_name(name)) {
+                r.fail(v, "profile name '" + name + "' must be 1-64 characters of [A-Za-z0-9_.-]");
+                continue;
+            }
+            if (!v.is_table()) {
+                r.fail(v, "'profiles." + name + "' must be a table");
+                continue;
+            }
+            read_profile(r, name, *v.as_table(), c.profiles[name]);
+        }
+    }
     if (r.failed) why = r.why;
     return !r.failed;
 }
@@ -251,6 +379,11 @@ bool validate(const Config& c, std::string& why) {
         if (!is_service_unit_name(u)) return refuse(why, "allow_units entry '" + u + "' is not a service unit name");
     if (c.limits.max_unauthenticated_per_peer > c.limits.max_unauthenticated)
         return refuse(why, "max_unauthenticated_per_peer must not exceed max_unauthenticated");
+    if (!c.default_profile.empty() && !c.profiles.contains(c.default_profile))
+        return refuse(why, "default_profile '" + c.default_profile + "' is not defined in [profiles]");
+    for (const auto& name : c.allowed_profiles)
+        if (!c.profiles.contains(name))
+            return refuse(why, "allowed_profiles names '" + name + "', which is not defined in [profiles]");
     return true;
 }
 

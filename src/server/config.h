@@ -5,9 +5,12 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
+#include "backends/sandbox_profile.h"
 #include "client/default_socket.h"
 
 namespace ptyvisor::server {
@@ -73,7 +76,18 @@ struct Config {
     Recording recording;
     ScreenSettings screen;
     std::map<std::string, std::string> session_properties;
+    // Sandbox profiles (backends/sandbox_profile.h), by name. The agent may name one of
+    // allowed_profiles in START; without a name its sessions get default_profile (none when
+    // empty). The default is always allowed.
+    std::map<std::string, backends::SandboxProfile> profiles;
+    std::vector<std::string> allowed_profiles;
+    std::string default_profile;
 };
+
+// "512M", "2G", "65536" (bytes; K, M, G, T are powers of 1024). nullopt when malformed.
+std::optional<std::uint64_t> parse_byte_size(std::string_view text);
+// "50%" (of one CPU), 1 to 100000 percent. nullopt when malformed.
+std::optional<std::uint32_t> parse_cpu_quota(std::string_view text);
 
 // Errors follow docs/architecture.md, "Error conventions": false with a message for the
 // person who wrote the file in `why`.

@@ -15,6 +15,7 @@
 #include "server/pty.h"
 #include "server/server.h"
 #include "server/session_starter.h"
+#include "server/profile_choice.h"
 #include "server/shell_integration.h"
 
 namespace ptyvisor::server {
@@ -234,6 +235,12 @@ void Connection::handle_start(const protocol::Frame& frame) {
     const bool shell_integration = version_ >= 4 && request.value->shell_integration;
     if (std::string why; shell_integration && !integrate_shell(request.value->argv, {}, {}, why))
         return send_error(ErrorCode::BadFrame, "START: shell integration: " + why);
+    // Version 6 names a profile; every version gets the default one (profile_choice.h).
+    auto choice = choose_profile(server_.config(), server_.backend(), version_ >= 6 ? request.value->profile : "");
+    if (choice.error) {
+        // An older client cannot name a profile, so only the default's can fail it: start_failed.
+        return send_error(version_ >= 6 ? *choice.error : ErrorCode::StartFailed, choice.why);
+    }
     SessionStarter::Context context{server_.event(),     &server_.config(), &server_.account(), &server_.backend(),
                                     &server_.admission(), &server_.worker(), &server_.sessions()};
     SessionStarter::Callbacks callbacks;
@@ -252,7 +259,8 @@ void Connection::handle_start(const protocol::Frame& frame) {
         else update_socket_events();
     };
     starter_ = std::make_unique<SessionStarter>(context, peer_, *this, std::move(callbacks));
-    starter_->begin(std::move(*request.value), transport_.take_fd(), detach, shell_integration);
+    starter_->begin(std::move(*request.value), transport_.take_fd(), detach, shell_integration,
+                    std::move(choice.profile));
     update_socket_events();
 }
 
@@ -425,7 +433,7 @@ void Connection::pump_output() {
         advanced = true;
     }
     if (session_->state() == Session::State::Ended && cursor_ == log.end() && !session_->failed_to_start()) {
-        out.push(FrameType::Exit, protocol::encode(*session_->exit_status()));
+        out.push(FrameType::Exit, protocol::encode(protocol::exit_status_for_version(*session_->exit_status(), version_)));
         enter(Stage::Closing);
     }
     if (advanced) session_->client_advanced();

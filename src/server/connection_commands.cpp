@@ -225,7 +225,8 @@ void Connection::check_watch() {
     }
     if (session.state() == Session::State::Ended) {
         watch_.reset();
-        const SessionEvent exit{SessionEvent::Kind::Exit, offset, std::nullopt, 0, session.exit_status()};
+        const SessionEvent exit{SessionEvent::Kind::Exit, offset, std::nullopt, 0,
+                                protocol::exit_status_for_version(session.exit_status(), version_)};
         leave_session(/*disconnected=*/false);
         return reply(FrameType::Event, protocol::encode(exit));
     }

@@ -118,6 +118,15 @@ void Connection::handle_attach(const protocol::Frame& frame) {
     flush_output();
 }
 
+namespace {
+
+protocol::UsageInfo usage_info(const backends::SessionUsage& u) {
+    return {u.cpu_usec,  u.memory_current,   u.memory_peak,   u.tasks_current, u.tasks_peak,
+            u.oom_kills, u.tasks_limit_hits, u.io_read_bytes, u.io_write_bytes};
+}
+
+}  // namespace
+
 void Connection::handle_list() {
     if (!find_session_access(Request::List)) return;
     // Entry by entry: what never changes in a session was encoded once (list_fixed_fields).
@@ -136,7 +145,7 @@ void Connection::handle_list() {
         const bool probe = (i + sessions.size() - first_probed) % sessions.size() < kListProbes;
         protocol::SessionInfo changing;
         changing.state = wire_state(*s);
-        if (s->state() == Session::State::Ended) changing.exit = s->exit_status();
+        if (s->state() == Session::State::Ended) changing.exit = protocol::exit_status_for_version(s->exit_status(), version_);
         changing.pid = s->main_pid();
         changing.start = s->log().start();
         changing.offset = s->log().end();
@@ -151,6 +160,7 @@ void Connection::handle_list() {
             changing.controller_since = h->since_ms;
         }
         changing.recording = s->recorded();
+        if (const auto usage = s->usage()) changing.usage = usage_info(*usage);
         // Probed for this reply (input_watch.h): LIST is one of the times someone asks.
         if (Session* probed = server_.sessions().find(s->id()); probed && s->state() == Session::State::Running) {
             if (probe) probed->input_watch().probe_now();
@@ -207,7 +217,9 @@ void Connection::handle_read(const protocol::Frame& frame) {
     if (wanted > 0 && length == 0)
         return send_error(ErrorCode::Busy, "too many replies are waiting for their clients to read them; try again");
     protocol::LogReply reply{session->id(), log.start(), from, length, log.end(), wire_state(*session),
-                             session->state() == Session::State::Ended ? session->exit_status() : std::nullopt};
+                             session->state() == Session::State::Ended
+                                 ? protocol::exit_status_for_version(session->exit_status(), version_)
+                                 : std::nullopt};
     leave_handshake();
     transport_.queue().push(FrameType::Log, protocol::encode(reply));
     for (std::uint64_t at = from; at < from + length;) {
@@ -377,7 +389,8 @@ void Connection::finish_wait(bool matched, std::string reason) {
     if (w->kill) {
         if (!session) return send_error(ErrorCode::NoSuchSession, "the session has gone");
         return reply(FrameType::Killed,
-                     protocol::encode(protocol::KillReply{session->id(), wire_state(*session), session->exit_status()}));
+                     protocol::encode(protocol::KillReply{session->id(), wire_state(*session),
+                                                          protocol::exit_status_for_version(session->exit_status(), version_)}));
     }
     protocol::WaitReply r;
     r.matched = matched;
@@ -388,7 +401,8 @@ void Connection::finish_wait(bool matched, std::string reason) {
     r.state = protocol::State::Exited;
     if (session) {
         r.state = wire_state(*session);
-        if (session->state() == Session::State::Ended) r.exit = session->exit_status();
+        if (session->state() == Session::State::Ended)
+            r.exit = protocol::exit_status_for_version(session->exit_status(), version_);
         r.offset = session->log().end();
     }
     reply(FrameType::Waited, protocol::encode(r));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 
@@ -108,7 +109,11 @@ bool Session::start(backends::SessionSpec spec, protocol::WindowSize size, Sessi
     holds_slot_ = true;  // reserved by the starter, ours from now on
     created_ = static_cast<std::int64_t>(std::time(nullptr));
     argv_ = spec.argv;
-    if (spec.profile) profile_name_ = spec.profile->name;
+    if (spec.profile) {
+        profile_name_ = spec.profile->name;
+        runtime_max_ = spec.profile->runtime_max;
+        idle_timeout_ = spec.profile->idle_timeout;
+    }
     cwd_ = spec.cwd_path;
     size_ = size;
     attach(starter, Role::Controller);
@@ -162,9 +167,45 @@ void Session::on_started(pid_t pid) {
     const auto clients = clients_;
     for (const auto& [client, role] : clients) client->session_started();
     store_for_handover(false);
+    start_limit_timers();
     write_held_input();
     update_terminal_events();
     if (stop_after_start_) stop(ExitReason::Stopped);
+}
+
+// runtime_max and idle_timeout are the server's to enforce, on both backends alike: the EXIT
+// reason then says which limit ended the session.
+void Session::start_limit_timers() {
+    last_activity_usec_ = now_usec(context_.event);
+    if (runtime_max_) {
+        const auto after = static_cast<std::uint64_t>(runtime_max_->count()) * 1000000;
+        if (add_timer(context_.event, runtime_timer_, after,
+                      guarded("runtime limit", [this] { stop(ExitReason::RuntimeLimit); })) < 0)
+            log_error("cannot arm the session's runtime limit; ending it", {{"UNIT", unit_}});
+        else describe_source(runtime_timer_, "runtime limit " + id_);
+        if (!runtime_timer_) return stop(ExitReason::RuntimeLimit);  // never unconfined
+    }
+    if (idle_timeout_) {
+        const auto after = static_cast<std::uint64_t>(idle_timeout_->count()) * 1000000;
+        if (add_timer(context_.event, idle_timer_, after, guarded("idle timeout", [this] { on_idle_timer(); })) < 0)
+            log_error("cannot arm the session's idle timeout; ending it", {{"UNIT", unit_}});
+        else describe_source(idle_timer_, "idle timeout " + id_);
+        if (!idle_timer_) return stop(ExitReason::IdleTimeout);
+    }
+}
+
+// The timer is not moved at every byte (a flood would re-arm it thousands of times a second):
+// when it fires, it looks at the last activity and waits the rest, or ends the session.
+void Session::on_idle_timer() {
+    idle_timer_.reset();
+    if (ending() || !idle_timeout_) return;
+    const std::uint64_t idle = static_cast<std::uint64_t>(idle_timeout_->count()) * 1000000;
+    const std::uint64_t now = now_usec(context_.event);
+    const std::uint64_t quiet = now - std::min(now, last_activity_usec_);
+    if (quiet >= idle) return stop(ExitReason::IdleTimeout);
+    if (add_timer(context_.event, idle_timer_, idle - quiet, guarded("idle timeout", [this] { on_idle_timer(); })) < 0)
+        return stop(ExitReason::IdleTimeout);
+    describe_source(idle_timer_, "idle timeout " + id_);
 }
 
 void Session::on_start_failed(const std::string& why) {
@@ -269,6 +310,7 @@ const std::string& Session::list_fixed_fields() const {
         info.argv = argv_;
         info.cwd = cwd_;
         info.created = created_;
+        info.profile = profile_name_;
         list_fixed_fields_ = protocol::session_fixed_fields(info);
     }
     return list_fixed_fields_;
@@ -310,6 +352,7 @@ bool Session::waiting_for_input() const {
 void Session::write_input(std::span<const std::uint8_t> bytes) {
     if (ending()) return;  // late input is dropped
     bytes_in_ += bytes.size();
+    if (idle_timeout_) last_activity_usec_ = now_usec(context_.event);
     held_input_.insert(held_input_.end(), bytes.begin(), bytes.end());
     if (stage_ == Stage::Running) write_held_input();
 }
@@ -461,8 +504,11 @@ void Session::read_terminal(ReadUntil until) {
     }
     if (until == ReadUntil::Drained) set_bulk(read_bytes >= kBulkBytesPerDispatch);
     update_terminal_events();
-    if (grew) input_watch_.activity();
-    if (grew) notify_changed();
+    if (grew) {
+        input_watch_.activity();
+        if (idle_timeout_) last_activity_usec_ = now_usec(context_.event);
+        notify_changed();
+    }
     if (terminal_closed_) maybe_finish();
 }
 
@@ -571,6 +617,13 @@ void Session::enter(Stage next) {
 void Session::on_exited(protocol::ExitStatus status) {
     exited_ = true;
     exit_status_ = std::move(status);
+    keep_final_usage();
+    // The main process ended by the OOM killer (memory_max): systemd says so as the unit's
+    // result; the direct backend's cgroup counts the kill.
+    const bool killed = exit_status_.kind == protocol::ExitStatus::Kind::Signaled && exit_status_.signal == SIGKILL;
+    if (exit_status_.unit_result == "oom-kill" ||
+        (killed && final_usage_ && final_usage_->oom_kills.value_or(0) > 0))
+        exit_status_.reason = ExitReason::OomKill;
     log_info("session command exited", {{"UNIT", unit_}, {"EXIT", std::to_string(exit_status_.shell_status())}});
     if (!ending()) {
         reason_ = exit_status_.reason;
@@ -591,7 +644,13 @@ void Session::stop(ExitReason reason) {
     enter(processes_ ? Stage::Stopping : Stage::Closing);
 }
 
+void Session::keep_final_usage() {
+    if (!processes_) return;
+    if (auto now = processes_->usage()) final_usage_ = std::move(now);
+}
+
 void Session::stop_backend() {
+    keep_final_usage();
     const auto deadline = backends::Clock::now() +
                           std::chrono::duration_cast<backends::Clock::duration>(context_.config->timeouts.cleanup);
     processes_->stop(deadline, guarded("session stopped", [this](bool ok, std::string why) { on_stopped(ok, why); }));
@@ -644,6 +703,8 @@ void Session::finish(protocol::ExitStatus status) {
     terminal_source_.reset();
     drain_timer_.reset();
     reattach_timer_.reset();
+    runtime_timer_.reset();
+    idle_timer_.reset();
     input_watch_.set_terminal(-1);
     master_.reset();
     recorder_.reset();
@@ -755,10 +816,12 @@ void Session::unstore_for_handover() {
 }
 
 std::optional<backends::SessionUsage> Session::usage() const {
-    if (processes_) {
-        if (auto now = processes_->usage()) return now;
-    }
-    return final_usage_;
+    if (!processes_ || stage_ == Stage::Ended) return final_usage_;
+    const std::uint64_t now = now_usec(context_.event);
+    if (cached_usage_ && now - cached_usage_usec_ < 1000000) return cached_usage_;
+    cached_usage_ = processes_->usage();
+    cached_usage_usec_ = now;
+    return cached_usage_ ? cached_usage_ : final_usage_;
 }
 
 }  // namespace ptyvisor::server

@@ -274,6 +274,9 @@ private:
     void stop_backend();
     void on_stopped(bool ok, const std::string& why);
     void start_drain_timer();
+    void start_limit_timers();
+    void on_idle_timer();
+    void keep_final_usage();
     void maybe_finish();
     void finish(protocol::ExitStatus status);
     void release_slot();
@@ -323,8 +326,15 @@ private:
     EventSource terminal_source_, drain_timer_;
     EventSource reattach_timer_;  // an adopted bound session waits for its controller
     std::unique_ptr<backends::SessionProcesses> processes_;
+    // The profile's limits that the server enforces, the same on every backend.
     std::string profile_name_;
+    std::optional<std::chrono::seconds> runtime_max_, idle_timeout_;
+    EventSource runtime_timer_, idle_timer_;
+    std::uint64_t last_activity_usec_ = 0;  // output read or input written (idle_timeout)
     std::optional<backends::SessionUsage> final_usage_;  // read as it ended
+    // usage() reads a few cgroup files: a LIST of many sessions reads each at most once a second.
+    mutable std::optional<backends::SessionUsage> cached_usage_;
+    mutable std::uint64_t cached_usage_usec_ = 0;
     protocol::WindowSize size_;
     pid_t main_pid_ = 0;
     bool holds_slot_ = false;

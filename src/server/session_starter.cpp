@@ -86,7 +86,8 @@ bool SessionStarter::may_start(const PeerIdentity& peer, const backends::Account
     return peer.cred.uid == account.uid;
 }
 
-void SessionStarter::begin(protocol::StartRequest request, UniqueFd cwd, bool detach, bool shell_integration) {
+void SessionStarter::begin(protocol::StartRequest request, UniqueFd cwd, bool detach, bool shell_integration,
+                           std::optional<backends::SandboxProfile> profile) {
     const auto& account = *context_.account;
     // The directory is judged, and the command looked up, on a worker thread: either can
     // block for as long as the client likes (a FUSE mount that it serves).
@@ -108,6 +109,7 @@ void SessionStarter::begin(protocol::StartRequest request, UniqueFd cwd, bool de
     spec.cwd_ino = request.cwd_ino;
     spec.account = account;
     spec.properties = context_.config->session_properties;
+    spec.profile = std::move(profile);
     size_ = request.size;
     detach_ = detach;
     check->resolver = context_.backend->resolver();
@@ -187,7 +189,8 @@ void SessionStarter::start() {
     if (!ok) return callbacks_.refused(ErrorCode::StartFailed, why);
     log_info("session starting", {{"UNIT", session.unit()}, {"PEER_PID", std::to_string(peer_.cred.pid)},
                                   {"PEER_UID", std::to_string(peer_.cred.uid)}, {"ARGV0", argv0},
-                                  {"DETACHED", detach_ ? "yes" : "no"}});
+                                  {"DETACHED", detach_ ? "yes" : "no"},
+                                  {"PROFILE", session.profile_name()}});
     callbacks_.started(session);
 }
 

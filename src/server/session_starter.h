@@ -81,7 +81,9 @@ public:
     // Steps 2 to 4, for a peer that may_start(): starts the checks for `request`, whose
     // directory is `cwd`. `detach`: the session outlives its controller's connection.
     // `shell_integration`: the request's, already checked (integrate_shell accepts its argv).
-    void begin(protocol::StartRequest request, UniqueFd cwd, bool detach, bool shell_integration);
+    // `profile` was chosen and checked (profile_choice.h); nullopt: none.
+    void begin(protocol::StartRequest request, UniqueFd cwd, bool detach, bool shell_integration,
+               std::optional<backends::SandboxProfile> profile = std::nullopt);
     [[nodiscard]] bool waiting() const { return checking_ != nullptr || rechecking_ != nullptr; }
     // The handshake deadline passed while waiting(): the error that says what did not answer.
     [[nodiscard]] protocol::ErrorCode timeout_code() const;

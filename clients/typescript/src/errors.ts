@@ -22,6 +22,8 @@ export const ERROR_CODES = [
   "session_ended",
   "no_shell_integration",
   "held_by_supervisor",
+  "profile_not_allowed",
+  "profile_unavailable",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

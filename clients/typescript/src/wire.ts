@@ -3,7 +3,7 @@
 // docs/protocol.md; frame.ts builds on them.
 
 export const OLDEST_VERSION = 1;
-export const NEWEST_VERSION = 5;
+export const NEWEST_VERSION = 6;
 export const HEADER_SIZE = 8;
 export const SESSION_ID_LENGTH = 32;
 
@@ -94,7 +94,7 @@ export const BOUNDS: ReadonlyArray<readonly [number, number]> = [
 ];
 
 /** The highest frame type of each version, index = version: a version knows the types 1..N. */
-export const LAST_TYPE_OF_VERSION: ReadonlyArray<number> = [0, 11, 26, 28, 34, 39];
+export const LAST_TYPE_OF_VERSION: ReadonlyArray<number> = [0, 11, 26, 28, 34, 39, 39];
 
 /** The types a daemon sends (the rest are the client's). */
 export const FROM_DAEMON: ReadonlySet<number> = new Set([2, 4, 8, 9, 11, 13, 15, 17, 19, 21, 23, 25, 26, 28, 30, 32, 34, 36, 37, 39]);
@@ -120,6 +120,8 @@ export const WIRE_ERROR_CODES = [
   "session_ended",
   "no_shell_integration",
   "held_by_supervisor",
+  "profile_not_allowed",
+  "profile_unavailable",
 ] as const;
 
 /** The members each JSON payload must have, and their JSON types. */

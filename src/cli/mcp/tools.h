@@ -41,6 +41,7 @@ struct StartArgs {
     std::string term = "xterm-256color";    // env's TERM when given
     protocol::WindowSize size;
     bool shell_integration = false;  // argv is bash or zsh, made to report its commands
+    std::optional<std::string> profile;  // a sandbox profile the daemon offers; default: its default
 };
 // terminal_exec: one EXEC (docs/protocol.md, 11.4), then READs of the command's output.
 struct ExecArgs {

@@ -41,6 +41,12 @@ json start_tool() {
                "Start an interactive bash or zsh that reports its prompts and commands, so that "
                "terminal_exec can run commands in it. argv must then be [\"bash\"] or [\"zsh\"] "
                "(default [\"bash\"]), not command."}}},
+            {"profile",
+             {{"type", "string"},
+              {"description",
+               "A sandbox profile the administrator offers (limits on memory, processes, CPU, run "
+               "time, network, file system). Default: the administrator's default profile. A "
+               "profile that is not offered is refused, and the error lists those that are."}}},
             {"env",
              {{"type", "object"},
               {"additionalProperties", {{"type", "string"}}},
@@ -68,7 +74,8 @@ json start_tool() {
 }
 
 bool parse_start(const json& args, StartArgs& out, std::string& why) {
-    if (!only_members(args, {"command", "argv", "cwd", "env", "cols", "rows", "shell_integration"}, why)) return false;
+    if (!only_members(args, {"command", "argv", "cwd", "env", "cols", "rows", "shell_integration", "profile"}, why))
+        return false;
     std::optional<std::string> command;
     std::optional<std::vector<std::string>> argv;
     if (!get_string(args, "command", command, why) || !get_string_array(args, "argv", argv, why) ||
@@ -86,8 +93,9 @@ bool parse_start(const json& args, StartArgs& out, std::string& why) {
         if (argv->empty() || argv->front().empty()) return why = "'argv' needs a program name first", false;
         out.argv = *argv;
     }
-    if (!get_string(args, "cwd", out.cwd, why)) return false;
+    if (!get_string(args, "cwd", out.cwd, why) || !get_string(args, "profile", out.profile, why)) return false;
     if (out.cwd && out.cwd->empty()) return why = "'cwd' is empty", false;
+    if (out.profile && out.profile->empty()) return why = "'profile' is empty", false;
     if (const json* env = member(args, "env")) {
         if (!env->is_object()) return why = "'env' must be an object of NAME: VALUE strings", false;
         for (const auto& [name, value] : env->items()) {
@@ -111,6 +119,7 @@ bool request_start(ToolCall& call, std::string& why) {
     if (a.cwd) options.cwd = *a.cwd;
     options.detach = true;
     options.shell_integration = a.shell_integration;
+    options.profile = a.profile.value_or("");
     return queued && call.connection.start(options, why);
 }
 

@@ -55,6 +55,12 @@ std::string DaemonConfig::to_toml() const {
     t << "state_directory = " << quote(state_directory) << "\n";
     if (!observer_group.empty()) t << "observer_group = " << quote(observer_group) << "\n";
     if (!supervisor_group.empty()) t << "supervisor_group = " << quote(supervisor_group) << "\n";
+    if (!allowed_profiles.empty()) {
+        t << "allowed_profiles = [";
+        for (std::size_t i = 0; i < allowed_profiles.size(); ++i) t << (i ? ", " : "") << quote(allowed_profiles[i]);
+        t << "]\n";
+    }
+    if (!default_profile.empty()) t << "default_profile = " << quote(default_profile) << "\n";
     t << "\n";
     t << "[limits]\n";
     t << "max_sessions = " << max_sessions << "\n";
@@ -85,6 +91,7 @@ std::string DaemonConfig::to_toml() const {
         t << "\n[session.properties]\n";
         for (const auto& [k, v] : properties) t << k << " = " << quote(v) << "\n";
     }
+    if (!profiles_toml.empty()) t << "\n" << profiles_toml << "\n";
     return t.str();
 }
 

@@ -55,6 +55,12 @@ struct DaemonConfig {
     // [session.properties]
     std::map<std::string, std::string> properties;
 
+    // Sandbox profiles: allowed_profiles, default_profile, and the [profiles.NAME] tables as
+    // TOML text (written last).
+    std::vector<std::string> allowed_profiles;
+    std::string default_profile;
+    std::string profiles_toml;
+
     // Not configuration: a library the daemon's process is started with (LD_PRELOAD), to
     // inject a fault. Empty: none.
     std::string preload;

@@ -6,7 +6,7 @@ docs/protocol.md; protocol.py builds on them."""
 import enum
 
 OLDEST_VERSION = 1
-NEWEST_VERSION = 5
+NEWEST_VERSION = 6
 HEADER_SIZE = 8
 MAGIC = b'PV'
 SESSION_ID_LENGTH = 32
@@ -126,6 +126,7 @@ LAST_TYPE_OF_VERSION: dict[int, int] = {
     3: FrameType.SCREEN,
     4: FrameType.EVENT,
     5: FrameType.CAST,
+    6: FrameType.CAST,
 }
 # The ERROR codes, as on the wire.
 ERROR_CODES = (
@@ -148,6 +149,8 @@ ERROR_CODES = (
     "session_ended",
     "no_shell_integration",
     "held_by_supervisor",
+    "profile_not_allowed",
+    "profile_unavailable",
 )
 # The members each JSON payload must have, and their JSON types.
 REQUIRED_MEMBERS: dict[str, dict[str, tuple[str, ...]]] = {

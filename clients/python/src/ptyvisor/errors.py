@@ -139,6 +139,19 @@ class HeldBySupervisor(PtyvisorError):
     code = "held_by_supervisor"
 
 
+class ProfileNotAllowed(PtyvisorError):
+    """START named a sandbox profile the configuration does not offer the agent (protocol 13)."""
+
+    code = "profile_not_allowed"
+
+
+class ProfileUnavailable(PtyvisorError):
+    """The session's sandbox profile cannot be enforced on this host (protocol 13): the daemon
+    refuses the session rather than run it unconfined."""
+
+    code = "profile_unavailable"
+
+
 class ConnectionLost(PtyvisorError):
     """End of stream without EXIT or ERROR: the daemon restarted or crashed (protocol 6).
     Not a code the daemon sends."""
@@ -158,7 +171,8 @@ ERRORS_BY_CODE: dict[str, type[PtyvisorError]] = {
     for cls in (BadFrame, UnsupportedVersion, TooBig, UnexpectedFrame, WrongFdCount,
                 NotADirectory, CwdMismatch, NotAllowed, Busy, RateLimited, Overloaded,
                 HandshakeTimeout, StartFailed, Internal, ShuttingDown, NoSuchSession,
-                SessionEnded, NoShellIntegration, HeldBySupervisor)
+                SessionEnded, NoShellIntegration, HeldBySupervisor, ProfileNotAllowed,
+                ProfileUnavailable)
 }
 
 
