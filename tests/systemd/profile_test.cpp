@@ -378,6 +378,36 @@ TEST_F(ProfileTest, AProfileCannotReopenWhatTheAgentsUnitKeepsReadOnly) {
     std::system("systemctl stop ptyvisor-test-agent.service");
 }
 
+// A working directory under /tmp, which the private /tmp would hide: it is bound in, writable,
+// and what the session writes there is the host's.
+TEST_F(ProfileTest, AWorkingDirectoryUnderTmpStaysWritable) {
+    char tmpl[] = "/tmp/ptyvisor-profile-cwd-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const fs::path cwd(tmpl);
+    ASSERT_EQ(::chown(cwd.c_str(), account_.uid, account_.gid), 0);
+    SandboxProfile p = named("readonly");
+    p.filesystem = SandboxProfile::Filesystem::ReadOnly;
+    p.writable_cwd = true;
+    Pty pty;
+    Observed o;
+    ASSERT_TRUE(pty.open(event_));
+    SessionSpec s = spec({"/bin/sh", "-c", "echo in > inside && echo CWD-WRITABLE; ls /tmp | wc -l; echo END"}, pty, cwd);
+    s.profile = p;
+    pty.slave.reset();
+    std::string why;
+    ASSERT_TRUE(backend_->resolver()(s, why)) << why;
+    auto session = backend_->start(std::move(s), observe(o), why);
+    ASSERT_TRUE(session) << why;
+    ASSERT_TRUE(run_until(event_, [&] { return o.exited || o.start_failed; }));
+    EXPECT_FALSE(o.start_failed) << o.start_error;
+    run_until(event_, [&] { return pty.contains("END"); }, 5s);
+    EXPECT_NE(pty.output.find("CWD-WRITABLE"), std::string::npos) << pty.output;
+    EXPECT_TRUE(fs::exists(cwd / "inside"));
+    stop(*session);
+    std::error_code ec;
+    fs::remove_all(cwd, ec);
+}
+
 // Attack: a hidden path is read from the session.
 TEST_F(ProfileTest, HiddenPathsCannotBeRead) {
     SandboxProfile p = named("hide");

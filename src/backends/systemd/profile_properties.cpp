@@ -169,7 +169,7 @@ void apply_profile(const SandboxProfile& profile, const std::string& cwd_path,
         std::vector<std::string> paths;
         if (profile.writable_cwd && !cwd_path.empty()) paths.push_back(cwd_path);
         for (const auto& w : profile.writable) paths.push_back(w);
-        std::vector<std::string> kept;
+        std::vector<std::string> kept, bound;
         for (auto& p : paths) {
             if (!inherited_writable(inherited, p)) {
                 dropped.push_back(p);
@@ -177,9 +177,16 @@ void apply_profile(const SandboxProfile& profile, const std::string& cwd_path,
             }
             // "-": a listed path that does not exist is skipped rather than failing the
             // start; there is nothing to make writable there.
-            kept.push_back(p == cwd_path ? p : "-" + p);
+            std::string entry = p == cwd_path ? p : "-" + p;
+            // Under /tmp, /var/tmp or /dev/shm the private mounts above hide the path itself:
+            // ReadWritePaths= would fail the start (226/NAMESPACE, seen with systemd 252), so
+            // it is bound in from outside instead (BindPaths=, writable, same place).
+            const bool hidden_by_private =
+                path_under(p, "/tmp") || path_under(p, "/var/tmp") || path_under(p, "/dev/shm");
+            (hidden_by_private ? bound : kept).push_back(std::move(entry));
         }
         append_paths(extra, "ReadWritePaths", std::move(kept));
+        append_paths(extra, "BindPaths", std::move(bound));
     }
     // Hidden whatever the rest says; systemd drops a ReadWritePaths= entry beneath one.
     std::vector<std::string> hidden;

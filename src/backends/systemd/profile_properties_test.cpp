@@ -55,6 +55,20 @@ TEST(ProfileProperties, EverySettingBecomesItsUnitProperty) {
     EXPECT_TRUE(dropped.empty());
 }
 
+// systemd 252 fails the start (226/NAMESPACE) on a ReadWritePaths= entry that PrivateTmp=
+// hides: a working directory under /tmp is bound in instead.
+TEST(ProfileProperties, PathsUnderThePrivateTmpAreBoundIn) {
+    SandboxProfile p = strict_profile();
+    p.writable = {"/var/tmp/cache", "/dev/shm/x", "/srv/data"};
+    std::vector<PropertyValue> extra;
+    std::vector<std::string> dropped;
+    apply_profile(p, "/tmp/agent-work", {}, extra, dropped);
+    EXPECT_EQ(value_of<std::vector<std::string>>(extra, "BindPaths"),
+              (std::vector<std::string>{"/tmp/agent-work", "-/var/tmp/cache", "-/dev/shm/x"}));
+    EXPECT_EQ(value_of<std::vector<std::string>>(extra, "ReadWritePaths"), std::vector<std::string>{"-/srv/data"});
+    EXPECT_TRUE(dropped.empty());
+}
+
 TEST(ProfileProperties, AnEmptyProfileAddsNothing) {
     std::vector<PropertyValue> extra{{"MemoryMax", std::uint64_t{1} << 30}};
     std::vector<std::string> dropped;

@@ -1,6 +1,7 @@
 #include "backends/systemd/unit_properties.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -275,7 +276,8 @@ std::string normalize(const std::string& path) {
     return out.empty() ? "/" : out;
 }
 
-// (name, <as>): ReadWritePaths=, InaccessiblePaths= (TemporaryFileSystem=: a(ss), below). systemd appends a non-empty list to
+// (name, <as>): ReadWritePaths=, InaccessiblePaths= (TemporaryFileSystem=: a(ss), BindPaths=:
+// a(ssbt), below). systemd appends a non-empty list to
 // what the unit already has (the agent's copied paths stay), and resets it on an empty one:
 // an empty list is never sent.
 int append_string_list(sd_bus_message* m, const std::string& name, const std::vector<std::string>& items) {
@@ -289,6 +291,25 @@ int append_string_list(sd_bus_message* m, const std::string& name, const std::ve
         if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(ss)");
         for (const auto& s : items)
             if (r >= 0) r = sd_bus_message_append(m, "(ss)", s.c_str(), "mode=1777,nosuid,nodev");
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        return r;
+    }
+    if (name == "BindPaths") {
+        // a(ssbt): source, destination (the same path), ignore a missing source ("-"),
+        // mount flags (MS_REC: what is mounted beneath it comes along).
+        int r = sd_bus_message_open_container(m, 'r', "sv");
+        if (r >= 0) r = sd_bus_message_append(m, "s", name.c_str());
+        if (r >= 0) r = sd_bus_message_open_container(m, 'v', "a(ssbt)");
+        if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(ssbt)");
+        for (const auto& s : items) {
+            const bool optional = !s.empty() && s.front() == '-';
+            const std::string path = optional ? s.substr(1) : s;
+            if (r >= 0)
+                r = sd_bus_message_append(m, "(ssbt)", path.c_str(), path.c_str(), static_cast<int>(optional),
+                                          std::uint64_t{MS_REC});
+        }
         if (r >= 0) r = sd_bus_message_close_container(m);
         if (r >= 0) r = sd_bus_message_close_container(m);
         if (r >= 0) r = sd_bus_message_close_container(m);
