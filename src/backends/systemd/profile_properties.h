@@ -9,7 +9,8 @@
 //  - apply_profile() never raises a limit nor turns a protection off: MemoryMax=, TasksMax=
 //    and CPUQuota= become the smaller of the configured and the profile's value;
 //    PrivateNetwork=, PrivateTmp= only ever become yes; ProtectSystem= only ever strict.
-//  - ReadWritePaths= (the profile's `writable` and the working directory) never reopens what
+//  - ReadWritePaths= (the profile's `writable` and the working directory; BindPaths= for those
+//    under the private /tmp, /var/tmp, /dev/shm) never reopens what
 //    the agent's copied sandbox or [session.properties] made read-only: a path under such a
 //    part is dropped (and reported), unless the agent unit itself has it writable.
 #pragma once
