@@ -14,11 +14,15 @@ shift
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root (it boots a private systemd)" >&2; exit 1; }
 "$HERE/../../scripts/ensure-test-account.sh" ptyvisor-test || exit 1
 
+# PTYVISOR_HARNESS_LAYOUT=hybrid: the harness with the host's cgroup v1 controllers
+# (up-hybrid.sh), where systemd enforces MemoryMax=, TasksMax= and CPUQuota=.
+UP="$HARNESS/up.sh" DOWN="$HARNESS/down.sh"
+if [ "${PTYVISOR_HARNESS_LAYOUT:-}" = hybrid ]; then UP="$HERE/up-hybrid.sh" DOWN="$HERE/down-hybrid.sh"; fi
 STATE=$(mktemp -d /tmp/ptyvisor-systemd-test.XXXXXX)
-trap '"$HARNESS/down.sh" "$STATE/state"; rmdir "$STATE" 2>/dev/null' EXIT
+trap '"$DOWN" "$STATE/state"; rmdir "$STATE" 2>/dev/null' EXIT
 trap 'exit 130' INT TERM
 
-"$HARNESS/up.sh" "$STATE/state" >/dev/null || { echo "run.sh: harness did not come up" >&2; exit 1; }
+"$UP" "$STATE/state" >/dev/null || { echo "run.sh: harness did not come up" >&2; exit 1; }
 set -a
 . "$STATE/state/env"
 set +a

@@ -9,7 +9,9 @@
 #include <set>
 
 #include "backends/systemd/bus_connection.h"
+#include "backends/systemd/host_enforcement.h"
 #include "backends/systemd/main_pid_tracker.h"
+#include "backends/systemd/profile_properties.h"
 #include "backends/systemd/session_units.h"
 #include "backends/systemd/systemd_session.h"
 #include "backends/systemd/unit_properties.h"
@@ -111,7 +113,16 @@ std::uint64_t usec_until(Clock::time_point deadline) {
 
 SystemdBackend::SystemdBackend(BackendOptions options, std::shared_ptr<BusConnection> conn,
                                std::unique_ptr<MainPidTracker> tracker)
-    : options_(std::move(options)), conn_(std::move(conn)), tracker_(std::move(tracker)) {}
+    : options_(std::move(options)), conn_(std::move(conn)), tracker_(std::move(tracker)),
+      host_(std::make_shared<const HostEnforcement>()) {}
+
+void SystemdBackend::set_host(HostEnforcement host) {
+    host_ = std::make_shared<const HostEnforcement>(std::move(host));
+}
+
+bool SystemdBackend::check_profile(const SandboxProfile& profile, std::string& why) const {
+    return check_profile_on(*host_, profile, why);
+}
 
 SystemdBackend::~SystemdBackend() = default;
 
@@ -264,9 +275,21 @@ std::unique_ptr<SessionProcesses> SystemdBackend::start(SessionSpec spec, Sessio
         svc.agent_unit = options_.allowed_units.front();
         svc.agent_properties = tracker_->service_properties(svc.agent_unit);
     }
+    if (spec.profile) {
+        // The server asked check_profile() already; asked again, since the host cannot
+        // change but a caller may forget: never start a session less confined than it says.
+        if (!check_profile_on(*host_, *spec.profile, why)) return nullptr;
+        std::vector<std::string> dropped;
+        apply_profile(*spec.profile, spec.cwd_path, inherited_filesystem(svc.agent_properties, svc.extra),
+                      svc.extra, dropped);
+        for (const auto& path : dropped)
+            log_info("profile's writable path stays read-only: the agent's sandbox or [session.properties] keeps it so",
+                     {{"UNIT", spec.unit_name}, {"PROFILE", spec.profile->name}, {"PATH", path}});
+    }
 
     auto session = std::make_unique<SystemdSession>(conn_, spec.unit_name, spec.account.uid,
                                                     std::move(events));
+    session->set_host(host_);
     if (!session->begin(svc, why)) return nullptr;
     // `spec` (and our copy of the tty) closes here; the message carries its own dup.
     return session;
@@ -283,6 +306,7 @@ std::unique_ptr<SessionProcesses> SystemdBackend::adopt(const Adoption& spec, Se
         return nullptr;
     }
     auto session = std::make_unique<SystemdSession>(conn_, spec.unit, spec.agent, std::move(events));
+    session->set_host(host_);
     if (!session->adopt(spec.main_pid, why)) return nullptr;
     adopted_.insert(spec.unit);
     return session;
@@ -342,7 +366,16 @@ std::unique_ptr<Backend> make_systemd_backend(const BackendOptions& options, std
     if (!conn) return nullptr;
     auto tracker = std::make_unique<MainPidTracker>(conn, options.allowed_units);
     if (!tracker->load(why)) return nullptr;
-    return std::make_unique<SystemdBackend>(options, std::move(conn), std::move(tracker));
+    // Start-up: a blocking call is allowed here.
+    char* version = nullptr;
+    const int r = sd_bus_get_property_string(conn->bus(), kSystemdService, kManagerPath, kManagerInterface,
+                                             "Version", nullptr, &version);
+    const std::string v = r >= 0 && version ? version : "";
+    std::free(version);
+    auto backend = std::make_unique<SystemdBackend>(options, std::move(conn), std::move(tracker));
+    backend->set_host(probe_host(v));
+    log_info("systemd backend: what profiles can have enforced", {{"HOST", describe(backend->host())}});
+    return backend;
 }
 
 bool systemd_is_running() {

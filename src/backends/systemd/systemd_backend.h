@@ -18,6 +18,7 @@ namespace ptyvisor::backends {
 namespace systemd {
 class BusConnection;
 class MainPidTracker;
+struct HostEnforcement;
 }  // namespace systemd
 
 class SystemdBackend final : public Backend {
@@ -40,6 +41,11 @@ public:
     PeerVerdict check_peer(const Peer& peer, std::string& why) override;
     bool refuses_pid(pid_t pid, std::string& why) const override;
     void recheck(RecheckCallback done) override;
+    // Refuses what this host's systemd would accept and not enforce (host_enforcement.h).
+    bool check_profile(const SandboxProfile& profile, std::string& why) const override;
+    // What was probed at start-up; for logs and tests.
+    [[nodiscard]] const systemd::HostEnforcement& host() const { return *host_; }
+    void set_host(systemd::HostEnforcement host);
 
     // The cached MainPID of an allowed unit (0 when none); for logs and tests.
     [[nodiscard]] pid_t allowed_unit_main_pid(const std::string& unit) const;
@@ -50,6 +56,7 @@ private:
     std::set<std::string> adopted_;  // units cleanup_orphans() leaves alone
     std::shared_ptr<systemd::BusConnection> conn_;
     std::unique_ptr<systemd::MainPidTracker> tracker_;
+    std::shared_ptr<const systemd::HostEnforcement> host_;
 };
 
 // Connects to the system bus on options.event and checks that systemd answers; loads the

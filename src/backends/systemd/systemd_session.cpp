@@ -1,6 +1,11 @@
 #include "backends/systemd/systemd_session.h"
 
+#include "backends/systemd/unit_usage.h"
+
+#include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cerrno>
@@ -168,6 +173,7 @@ bool SystemdSession::adopt(pid_t main_pid, std::string& why) {
         why = "the main process is not in unit " + unit_;
         return false;
     }
+    watch_oom();
     if (!add_matches() || !lifecycle_.watch() || !lifecycle_.send_start() || !lifecycle_.start()) {
         why = "cannot watch unit " + unit_ + " on the bus";
         return false;
@@ -297,7 +303,16 @@ void SystemdSession::service_read(Read purpose, const std::string& job_result,
         }
         case Read::Exit: {
             if (!lifecycle_.is(Phase::Running)) return;
-            const protocol::ExitStatus status = exit_status_from(state);
+            protocol::ExitStatus status = exit_status_from(state);
+            if (oom_source_) oom_signalled();
+            const auto used = usage();
+            // systemd 252 detects an OOM kill from cgroup v2's memory.events only; under v1 it
+            // reports the SIGKILL as Result "signal". The v1 memory.oom_control count says
+            // the kernel's OOM killer acted in this unit, so say "oom-kill" there too.
+            if (state.result == "signal" && state.exec_main_code == CLD_KILLED &&
+                state.exec_main_status == SIGKILL && used && used->oom_kills.value_or(0) > 0 && host_ &&
+                host_->layout != CgroupLayout::Unified)
+                status.unit_result = "oom-kill";
             release_ref();
             report_exited(status);
             return;
@@ -315,6 +330,7 @@ void SystemdSession::mark_started(const ServiceState& state) {
     // cannot be watched, but SIGNAL still works.
     if (auto main = PidRef::pin(pid)) {
         learn_cgroup(*main);
+        watch_oom();
         if (!cgroup_.empty() && !main->by_pid()) {
             UniqueFd fd = std::move(*main).take_pidfd();
             sd_event_source* s = nullptr;
@@ -337,6 +353,9 @@ int SystemdSession::on_main_pidfd(sd_event_source*, int, uint32_t, void* userdat
 }
 
 void SystemdSession::main_process_gone() {
+    // The cgroup's figures, while systemd has not removed it yet; and a pending OOM signal.
+    if (oom_source_) oom_signalled();
+    (void)usage();
     main_gone_ = true;
     main_pidfd_source_.reset();
     check_stop_done();
@@ -453,6 +472,82 @@ void SystemdSession::report_exited(protocol::ExitStatus status) {
     if (events_.on_exited) events_.on_exited(std::move(status));
     if (!*guard) return;
     check_stop_done();
+}
+
+void SystemdSession::watch_oom() {
+    if (!host_ || host_->layout == CgroupLayout::Unified || !host_->memory || cgroup_.empty() || oom_eventfd_)
+        return;
+    const std::string dir = "/sys/fs/cgroup/memory" + cgroup_;
+    UniqueFd control(::open((dir + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd events(::open((dir + "/cgroup.event_control").c_str(), O_WRONLY | O_CLOEXEC));
+    UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!control || !events || !efd) return;
+    const std::string line = std::to_string(efd.get()) + " " + std::to_string(control.get());
+    if (::write(events.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) return;
+    sd_event_source* s = nullptr;
+    if (sd_event_add_io(conn_->event(), &s, efd.get(), EPOLLIN, &SystemdSession::on_oom_event, this) < 0) return;
+    (void)sd_event_source_set_description(s, "memory.oom_control");
+    oom_source_.reset(s);
+    oom_eventfd_ = std::move(efd);
+    // The kernel holds its own references to both files: ours close here. An OOM kill
+    // before the registration is in the file already.
+    oom_signalled();
+}
+
+int SystemdSession::on_oom_event(sd_event_source*, int, uint32_t, void* userdata) {
+    static_cast<SystemdSession*>(userdata)->oom_signalled();
+    return 0;
+}
+
+void SystemdSession::oom_signalled() {
+    std::uint64_t n = 0;
+    if (::read(oom_eventfd_.get(), &n, sizeof n) == static_cast<ssize_t>(sizeof n)) oom_signals_ += n;
+    const auto text = read_small_file("/sys/fs/cgroup/memory" + cgroup_ + "/memory.oom_control");
+    if (text) {
+        // Signalled while the cgroup exists: only the OOM killer signals then (with
+        // oom_kill_disable 0 it is about to kill; oom_kill may not count it yet).
+        if (n > 0 || keyed_value(*text, "under_oom").value_or(0) > 0 ||
+            keyed_value(*text, "oom_kill").value_or(0) > 0)
+            oom_seen_ = true;
+        (void)usage();
+    } else {
+        // Removed: that is one signal; any other was the OOM killer's. (The removal's own
+        // signal may still be on its way: the source stays, to count it.)
+        if (oom_signals_ >= 2) oom_seen_ = true;
+    }
+}
+
+std::optional<SessionUsage> SystemdSession::usage() const {
+    if (!host_ || unit_gone_) return last_usage_;
+    // Learnt from the main process; where it had exited before that (a command that ends at
+    // once), the path systemd gives a unit of our slice: the daemon runs in systemd's cgroup
+    // namespace (it is one of its services), so both see the same root.
+    const std::string cgroup = !cgroup_.empty() ? cgroup_ : "/" + std::string(kSessionSlice) + "/" + unit_;
+    auto now = read_unit_usage(*host_, cgroup);
+    if (now && oom_seen_ && now->oom_kills.value_or(0) == 0) now->oom_kills = 1;
+    if (!now) {
+        if (oom_seen_ && last_usage_ && last_usage_->oom_kills.value_or(0) == 0) last_usage_->oom_kills = 1;
+        return last_usage_;
+    }
+    // A read that raced with the cgroup's removal may miss some files: keep what was read
+    // before for those.
+    if (last_usage_) {
+        auto keep = [](std::optional<std::uint64_t>& fresh, const std::optional<std::uint64_t>& old) {
+            if (!fresh) fresh = old;
+        };
+        const SessionUsage& old = *last_usage_;
+        keep(now->cpu_usec, old.cpu_usec);
+        keep(now->memory_current, old.memory_current);
+        keep(now->memory_peak, old.memory_peak);
+        keep(now->tasks_current, old.tasks_current);
+        keep(now->tasks_peak, old.tasks_peak);
+        keep(now->oom_kills, old.oom_kills);
+        keep(now->tasks_limit_hits, old.tasks_limit_hits);
+        keep(now->io_read_bytes, old.io_read_bytes);
+        keep(now->io_write_bytes, old.io_write_bytes);
+    }
+    last_usage_ = std::move(now);
+    return last_usage_;
 }
 
 void SystemdSession::learn_cgroup(const PidRef& process) {

@@ -35,6 +35,7 @@
 #include "backends/backend.h"
 #include "backends/session_signals.h"
 #include "backends/systemd/bus_connection.h"
+#include "backends/systemd/host_enforcement.h"
 #include "backends/systemd/pending_calls.h"
 #include "backends/systemd/sd_ptr.h"
 #include "backends/systemd/session_lifecycle.h"
@@ -87,6 +88,14 @@ public:
     int signal_all(int sig) override;
     int signal_foreground_group(pid_t pgid, int sig) override;
     void stop(Clock::time_point deadline, std::function<void(bool ok, std::string why)> done) override;
+    // Read from the unit's cgroup files (unit_usage.h) while they exist. systemd removes the
+    // cgroup as soon as the unit is inactive (252 keeps no figures of an inactive unit
+    // either), so the last figures read are kept and answered until the session is
+    // destroyed: they are refreshed when the main process exits (its pidfd polls readable,
+    // usually before systemd has reaped it and removed the cgroup) and at every call.
+    [[nodiscard]] std::optional<SessionUsage> usage() const override;
+    // Where usage() reads from; without it, usage() is nullopt.
+    void set_host(std::shared_ptr<const HostEnforcement> host) { host_ = std::move(host); }
 
 private:
     using Phase = Lifecycle::Phase;
@@ -121,6 +130,10 @@ private:
     [[nodiscard]] SessionMembers members();
     // Sets cgroup_ from `process`'s cgroup, if that is our unit's.
     void learn_cgroup(const PidRef& process);
+    // Registers oom_eventfd_ (v1 hosts with the memory controller), once cgroup_ is known.
+    void watch_oom();
+    void oom_signalled();
+    static int on_oom_event(sd_event_source* s, int fd, uint32_t revents, void* userdata);
     void kill_unit(int sig);
     void report_start_failed(std::string why);
     void report_exited(protocol::ExitStatus status);
@@ -141,6 +154,16 @@ private:
     std::string path_;
     uid_t agent_;
     std::string cgroup_;  // the unit's cgroup, as /proc/PID/cgroup shows it; empty until known
+    std::shared_ptr<const HostEnforcement> host_;
+    mutable std::optional<SessionUsage> last_usage_;  // the last figures usage() could read
+    // cgroup v1 only (systemd 252 reports no OOM kill there): an eventfd registered for the
+    // unit's memory.oom_control (cgroup.event_control). The kernel signals it when the OOM
+    // killer is about to act in the cgroup, and once more when the cgroup is removed, so
+    // the signal is not lost when systemd removes the cgroup before we read it.
+    UniqueFd oom_eventfd_;
+    EventSource oom_source_;
+    std::uint64_t oom_signals_ = 0;
+    bool oom_seen_ = false;
     SessionEvents events_;
     // Set to false by the destructor; copied before calling out, so that a callback that
     // destroys this session is noticed.

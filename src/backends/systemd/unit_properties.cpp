@@ -1,6 +1,7 @@
 #include "backends/systemd/unit_properties.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -275,6 +276,57 @@ std::string normalize(const std::string& path) {
     return out.empty() ? "/" : out;
 }
 
+// (name, <as>): ReadWritePaths=, InaccessiblePaths= (TemporaryFileSystem=: a(ss), BindPaths=:
+// a(ssbt), below). systemd appends a non-empty list to
+// what the unit already has (the agent's copied paths stay), and resets it on an empty one:
+// an empty list is never sent.
+int append_string_list(sd_bus_message* m, const std::string& name, const std::vector<std::string>& items) {
+    if (items.empty()) return 0;
+    if (name == "TemporaryFileSystem") {
+        // a(ss): each path gets an empty tmpfs of the unit's own; nosuid/nodev as systemd's
+        // PrivateTmp= mounts have.
+        int r = sd_bus_message_open_container(m, 'r', "sv");
+        if (r >= 0) r = sd_bus_message_append(m, "s", name.c_str());
+        if (r >= 0) r = sd_bus_message_open_container(m, 'v', "a(ss)");
+        if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(ss)");
+        for (const auto& s : items)
+            if (r >= 0) r = sd_bus_message_append(m, "(ss)", s.c_str(), "mode=1777,nosuid,nodev");
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        return r;
+    }
+    if (name == "BindPaths") {
+        // a(ssbt): source, destination (the same path), ignore a missing source ("-"),
+        // mount flags (MS_REC: what is mounted beneath it comes along).
+        int r = sd_bus_message_open_container(m, 'r', "sv");
+        if (r >= 0) r = sd_bus_message_append(m, "s", name.c_str());
+        if (r >= 0) r = sd_bus_message_open_container(m, 'v', "a(ssbt)");
+        if (r >= 0) r = sd_bus_message_open_container(m, 'a', "(ssbt)");
+        for (const auto& s : items) {
+            const bool optional = !s.empty() && s.front() == '-';
+            const std::string path = optional ? s.substr(1) : s;
+            if (r >= 0)
+                r = sd_bus_message_append(m, "(ssbt)", path.c_str(), path.c_str(), static_cast<int>(optional),
+                                          std::uint64_t{MS_REC});
+        }
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        if (r >= 0) r = sd_bus_message_close_container(m);
+        return r;
+    }
+    int r = sd_bus_message_open_container(m, 'r', "sv");
+    if (r >= 0) r = sd_bus_message_append(m, "s", name.c_str());
+    if (r >= 0) r = sd_bus_message_open_container(m, 'v', "as");
+    if (r >= 0) r = sd_bus_message_open_container(m, 'a', "s");
+    for (const auto& s : items)
+        if (r >= 0) r = sd_bus_message_append(m, "s", s.c_str());
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    if (r >= 0) r = sd_bus_message_close_container(m);
+    return r;
+}
+
 int append_property(sd_bus_message* m, const PropertyValue& p) {
     return std::visit(
         [&](const auto& v) -> int {
@@ -285,8 +337,10 @@ int append_property(sd_bus_message* m, const PropertyValue& p) {
                 return sd_bus_message_append(m, "(sv)", p.name.c_str(), "t", v);
             else if constexpr (std::is_same_v<T, std::int32_t>)
                 return sd_bus_message_append(m, "(sv)", p.name.c_str(), "i", v);
-            else
+            else if constexpr (std::is_same_v<T, std::string>)
                 return sd_bus_message_append(m, "(sv)", p.name.c_str(), "s", v.c_str());
+            else
+                return append_string_list(m, p.name, v);
         },
         p.value);
 }
@@ -369,6 +423,10 @@ int append_all(sd_bus_message* m, const TransientService& s) {
     if ((r = sd_bus_message_append(m, "(sv)", "AddRef", "b", 1)) < 0) return r;
     if ((r = str("CollectMode", "inactive-or-failed")) < 0) return r;
     if ((r = str("Slice", s.slice)) < 0) return r;
+    // Every session's usage is read from its cgroup (unit_usage.h): on a v1 host systemd puts
+    // a unit into the memory, pids and blkio hierarchies only when asked to account there.
+    for (const char* name : {"CPUAccounting", "MemoryAccounting", "TasksAccounting", "IOAccounting"})
+        if ((r = sd_bus_message_append(m, "(sv)", name, "b", 1)) < 0) return r;
     if ((r = str("KillMode", "control-group")) < 0) return r;
     if ((r = sd_bus_message_append(m, "(sv)", "SendSIGHUP", "b", 1)) < 0) return r;
     if ((r = sd_bus_message_append(m, "(sv)", "IgnoreSIGPIPE", "b", 0)) < 0) return r;

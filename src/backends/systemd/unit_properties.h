@@ -21,10 +21,10 @@
 
 namespace ptyvisor::backends::systemd {
 
-// One unit property with its D-Bus type: b, t, i or s.
+// One unit property with its D-Bus type: b, t, i, s or as.
 struct PropertyValue {
     std::string name;  // the D-Bus name, e.g. "MemoryMax", "CPUQuotaPerSecUSec"
-    std::variant<bool, std::uint64_t, std::int32_t, std::string> value;
+    std::variant<bool, std::uint64_t, std::int32_t, std::string, std::vector<std::string>> value;
     bool operator==(const PropertyValue&) const = default;
 };
 
