@@ -650,6 +650,7 @@ void Session::finish(protocol::ExitStatus status) {
     held_input_.clear();
     unstore_for_handover();
     release_slot();
+    if (!start_failed_) context_.admission->count_ended(protocol::to_string(status.reason), bytes_in_, log_->end());
     if (!start_failed_)
         log_info("session ended", {{"UNIT", unit_}, {"REASON", std::string(protocol::to_string(status.reason))},
                                    {"EXIT", std::to_string(status.shell_status())},
