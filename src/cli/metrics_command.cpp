@@ -32,7 +32,7 @@ constexpr std::chrono::seconds kStatusTimeout{10};
 // The states a session is in, as STATUS names them (Session::State).
 constexpr std::array<std::string_view, 4> kStates{"starting", "running", "ending", "ended"};
 
-enum class Type { Counter, Gauge, Summary, Info };
+enum class Type { Counter, Gauge, Summary };
 
 struct Family {
     std::string_view name;  // the OpenMetrics family name: no _total, ends with its unit
@@ -112,7 +112,6 @@ private:
     [[nodiscard]] std::string described_name(const Family& f) const {
         if (format_ == MetricsFormat::OpenMetrics) return std::string(f.name);
         if (f.type == Type::Counter) return std::string(f.name) + "_total";
-        if (f.type == Type::Info) return std::string(f.name) + "_info";
         return std::string(f.name);
     }
     [[nodiscard]] std::string_view type_name(Type t) const {
@@ -120,7 +119,6 @@ private:
             case Type::Counter: return "counter";
             case Type::Gauge: return "gauge";
             case Type::Summary: return "summary";
-            case Type::Info: return format_ == MetricsFormat::OpenMetrics ? "info" : "gauge";
         }
         return "unknown";
     }
@@ -288,8 +286,9 @@ int failure(const std::string& why) {
 
 std::string render_metrics(const StatusReply& report, MetricsFormat format) {
     Writer w(format);
-    w.family({"ptyvisor_build", Type::Info, "", "The daemon's version and backend."},
-             {{"_info", {{"version", report.version}, {"backend", report.backend}}, "1"}});
+    // A gauge, not OpenMetrics' info type: promtool, and node_exporter, cannot parse that.
+    w.family({"ptyvisor_build_info", Type::Gauge, "", "The daemon's version and backend; always 1."},
+             {level({{"version", report.version}, {"backend", report.backend}}, "1")});
     w.family({"ptyvisor_status_truncated", Type::Gauge, "",
               "1 when the session list did not fit the daemon's report: per-session series are left out."},
              {level({}, report.truncated ? "1" : "0")});

@@ -11,7 +11,8 @@
 //  - the Prometheus text format 0.0.4 (--textfile): what node_exporter's textfile collector
 //    and `promtool check metrics` parse. There a counter's # TYPE and # HELP name the sample
 //    (`x_total`); OpenMetrics' `x` would make them a family with no samples, and `x_total` an
-//    untyped one without help. Info families become gauges named `x_info`.
+//    untyped one without help. (Neither has OpenMetrics' info type: the build's facts are a
+//    gauge, ptyvisor_build_info, as node_exporter's are.)
 #pragma once
 
 #include <optional>

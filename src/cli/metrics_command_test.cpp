@@ -92,18 +92,239 @@ Ran run_with_input(const std::string& command, const std::string& input) {
 bool have(const std::string& tool) { return run_with_input("command -v " + tool, "").status == 0; }
 
 // The OpenMetrics reference parser, strict where promtool is not: # EOF, counter and unit
-// naming, label syntax. Prints each family's name and type.
+// naming, label syntax. Prints each family's name and type. Debian's python3, which the
+// package is for: a python3 earlier in PATH (pyenv) may lack it.
 constexpr const char* kOpenMetricsParser =
-    "python3 -c 'import sys\n"
+    "/usr/bin/python3 -c 'import sys\n"
     "from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse\n"
     "for f in parse(sys.stdin.read()): print(f.name, f.type, f.unit, len(f.samples))'";
 
 TEST(RenderMetrics, GoldenOpenMetrics) {
-    EXPECT_EQ(render_metrics(full_report(), MetricsFormat::OpenMetrics), R"(GOLDEN_OM)");
+    EXPECT_EQ(render_metrics(full_report(), MetricsFormat::OpenMetrics), R"(# HELP ptyvisor_build_info The daemon's version and backend; always 1.
+# TYPE ptyvisor_build_info gauge
+ptyvisor_build_info{version="0.4.0",backend="direct"} 1
+# HELP ptyvisor_status_truncated 1 when the session list did not fit the daemon's report: per-session series are left out.
+# TYPE ptyvisor_status_truncated gauge
+ptyvisor_status_truncated 0
+# HELP ptyvisor_sessions Sessions the daemon holds, by state and sandbox profile.
+# TYPE ptyvisor_sessions gauge
+ptyvisor_sessions{profile="",state="ended"} 1
+ptyvisor_sessions{profile="",state="ending"} 0
+ptyvisor_sessions{profile="",state="running"} 0
+ptyvisor_sessions{profile="",state="starting"} 0
+ptyvisor_sessions{profile="strict",state="ended"} 0
+ptyvisor_sessions{profile="strict",state="ending"} 0
+ptyvisor_sessions{profile="strict",state="running"} 1
+ptyvisor_sessions{profile="strict",state="starting"} 0
+# HELP ptyvisor_session_start_time_seconds When the session started, in Unix time.
+# TYPE ptyvisor_session_start_time_seconds gauge
+# UNIT ptyvisor_session_start_time_seconds seconds
+ptyvisor_session_start_time_seconds{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 1714557600
+ptyvisor_session_start_time_seconds{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 1714557000
+# HELP ptyvisor_session_input_bytes Bytes of input the session's clients sent it.
+# TYPE ptyvisor_session_input_bytes counter
+# UNIT ptyvisor_session_input_bytes bytes
+ptyvisor_session_input_bytes_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 12
+ptyvisor_session_input_bytes_total{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 0
+# HELP ptyvisor_session_output_bytes Bytes of output the session's terminal wrote.
+# TYPE ptyvisor_session_output_bytes counter
+# UNIT ptyvisor_session_output_bytes bytes
+ptyvisor_session_output_bytes_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 3456
+ptyvisor_session_output_bytes_total{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 7
+# HELP ptyvisor_session_clients Connections attached to the session.
+# TYPE ptyvisor_session_clients gauge
+ptyvisor_session_clients{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 1
+ptyvisor_session_clients{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 0
+# HELP ptyvisor_session_cpu_seconds CPU time the session's processes used (user and system).
+# TYPE ptyvisor_session_cpu_seconds counter
+# UNIT ptyvisor_session_cpu_seconds seconds
+ptyvisor_session_cpu_seconds_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 1.5
+ptyvisor_session_cpu_seconds_total{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 0.00025
+# HELP ptyvisor_session_memory_bytes Memory the session's cgroup uses now.
+# TYPE ptyvisor_session_memory_bytes gauge
+# UNIT ptyvisor_session_memory_bytes bytes
+ptyvisor_session_memory_bytes{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 4096
+# HELP ptyvisor_session_memory_peak_bytes Most memory the session's cgroup has used.
+# TYPE ptyvisor_session_memory_peak_bytes gauge
+# UNIT ptyvisor_session_memory_peak_bytes bytes
+ptyvisor_session_memory_peak_bytes{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 8192
+# HELP ptyvisor_session_tasks Tasks (processes and threads) in the session now.
+# TYPE ptyvisor_session_tasks gauge
+ptyvisor_session_tasks{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 3
+# HELP ptyvisor_session_tasks_peak Most tasks the session has had at once.
+# TYPE ptyvisor_session_tasks_peak gauge
+ptyvisor_session_tasks_peak{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 5
+# HELP ptyvisor_session_oom_kills Processes of the session the OOM killer ended.
+# TYPE ptyvisor_session_oom_kills counter
+ptyvisor_session_oom_kills_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 0
+# HELP ptyvisor_session_tasks_limit_hits Forks refused because the session was at its task limit.
+# TYPE ptyvisor_session_tasks_limit_hits counter
+ptyvisor_session_tasks_limit_hits_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 2
+# HELP ptyvisor_session_io_read_bytes Bytes the session's processes read from block devices.
+# TYPE ptyvisor_session_io_read_bytes counter
+# UNIT ptyvisor_session_io_read_bytes bytes
+ptyvisor_session_io_read_bytes_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 100
+# HELP ptyvisor_session_io_write_bytes Bytes the session's processes wrote to block devices.
+# TYPE ptyvisor_session_io_write_bytes counter
+# UNIT ptyvisor_session_io_write_bytes bytes
+ptyvisor_session_io_write_bytes_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 200
+# HELP ptyvisor_connections_accepted Connections the daemon accepted.
+# TYPE ptyvisor_connections_accepted counter
+ptyvisor_connections_accepted_total 10
+# HELP ptyvisor_connections_hung_up Connections dropped at accept: the peer had already closed.
+# TYPE ptyvisor_connections_hung_up counter
+ptyvisor_connections_hung_up_total 3
+# HELP ptyvisor_handshake_timeouts Connections closed because their handshake took too long.
+# TYPE ptyvisor_handshake_timeouts counter
+ptyvisor_handshake_timeouts_total 2
+# HELP ptyvisor_handshakes_evicted Handshakes evicted to make room for another peer's.
+# TYPE ptyvisor_handshakes_evicted counter
+ptyvisor_handshakes_evicted_total 0
+# HELP ptyvisor_admissions_rate_limited STARTs refused by the admission rate limit.
+# TYPE ptyvisor_admissions_rate_limited counter
+ptyvisor_admissions_rate_limited_total 1
+# HELP ptyvisor_refusals Requests refused with an ERROR, by its code.
+# TYPE ptyvisor_refusals counter
+ptyvisor_refusals_total{code="busy"} 2
+ptyvisor_refusals_total{code="start_failed"} 1
+# HELP ptyvisor_starts STARTs by result: started, or the code that refused it.
+# TYPE ptyvisor_starts counter
+ptyvisor_starts_total{result="busy"} 2
+ptyvisor_starts_total{result="start_failed"} 1
+ptyvisor_starts_total{result="started"} 5
+# HELP ptyvisor_sessions_ended Sessions that ended, by the reason they ended.
+# TYPE ptyvisor_sessions_ended counter
+ptyvisor_sessions_ended_total{reason="exited"} 3
+ptyvisor_sessions_ended_total{reason="stopped"} 1
+# HELP ptyvisor_sessions_quarantined Sessions whose processes outlived their cleanup.
+# TYPE ptyvisor_sessions_quarantined counter
+ptyvisor_sessions_quarantined_total 0
+# HELP ptyvisor_relayed_input_bytes Input bytes relayed to sessions over the daemon's life.
+# TYPE ptyvisor_relayed_input_bytes counter
+# UNIT ptyvisor_relayed_input_bytes bytes
+ptyvisor_relayed_input_bytes_total 100
+# HELP ptyvisor_relayed_output_bytes Output bytes relayed from sessions over the daemon's life.
+# TYPE ptyvisor_relayed_output_bytes counter
+# UNIT ptyvisor_relayed_output_bytes bytes
+ptyvisor_relayed_output_bytes_total 20000
+# HELP ptyvisor_screen_worker_restarts Times the screen worker was started again after it went.
+# TYPE ptyvisor_screen_worker_restarts counter
+ptyvisor_screen_worker_restarts_total 1
+# HELP ptyvisor_admission_wait_seconds STARTs that waited for the backend to check their peer again, and how long.
+# TYPE ptyvisor_admission_wait_seconds summary
+# UNIT ptyvisor_admission_wait_seconds seconds
+ptyvisor_admission_wait_seconds_count 2
+ptyvisor_admission_wait_seconds_sum 1.25
+# EOF
+)");
 }
 
 TEST(RenderMetrics, GoldenPrometheusText) {
-    EXPECT_EQ(render_metrics(full_report(), MetricsFormat::PrometheusText), R"(GOLDEN_PROM)");
+    EXPECT_EQ(render_metrics(full_report(), MetricsFormat::PrometheusText), R"(# HELP ptyvisor_build_info The daemon's version and backend; always 1.
+# TYPE ptyvisor_build_info gauge
+ptyvisor_build_info{version="0.4.0",backend="direct"} 1
+# HELP ptyvisor_status_truncated 1 when the session list did not fit the daemon's report: per-session series are left out.
+# TYPE ptyvisor_status_truncated gauge
+ptyvisor_status_truncated 0
+# HELP ptyvisor_sessions Sessions the daemon holds, by state and sandbox profile.
+# TYPE ptyvisor_sessions gauge
+ptyvisor_sessions{profile="",state="ended"} 1
+ptyvisor_sessions{profile="",state="ending"} 0
+ptyvisor_sessions{profile="",state="running"} 0
+ptyvisor_sessions{profile="",state="starting"} 0
+ptyvisor_sessions{profile="strict",state="ended"} 0
+ptyvisor_sessions{profile="strict",state="ending"} 0
+ptyvisor_sessions{profile="strict",state="running"} 1
+ptyvisor_sessions{profile="strict",state="starting"} 0
+# HELP ptyvisor_session_start_time_seconds When the session started, in Unix time.
+# TYPE ptyvisor_session_start_time_seconds gauge
+ptyvisor_session_start_time_seconds{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 1714557600
+ptyvisor_session_start_time_seconds{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 1714557000
+# HELP ptyvisor_session_input_bytes_total Bytes of input the session's clients sent it.
+# TYPE ptyvisor_session_input_bytes_total counter
+ptyvisor_session_input_bytes_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 12
+ptyvisor_session_input_bytes_total{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 0
+# HELP ptyvisor_session_output_bytes_total Bytes of output the session's terminal wrote.
+# TYPE ptyvisor_session_output_bytes_total counter
+ptyvisor_session_output_bytes_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 3456
+ptyvisor_session_output_bytes_total{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 7
+# HELP ptyvisor_session_clients Connections attached to the session.
+# TYPE ptyvisor_session_clients gauge
+ptyvisor_session_clients{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 1
+ptyvisor_session_clients{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 0
+# HELP ptyvisor_session_cpu_seconds_total CPU time the session's processes used (user and system).
+# TYPE ptyvisor_session_cpu_seconds_total counter
+ptyvisor_session_cpu_seconds_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 1.5
+ptyvisor_session_cpu_seconds_total{id="fedcba9876543210fedcba9876543210",profile="",state="ended"} 0.00025
+# HELP ptyvisor_session_memory_bytes Memory the session's cgroup uses now.
+# TYPE ptyvisor_session_memory_bytes gauge
+ptyvisor_session_memory_bytes{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 4096
+# HELP ptyvisor_session_memory_peak_bytes Most memory the session's cgroup has used.
+# TYPE ptyvisor_session_memory_peak_bytes gauge
+ptyvisor_session_memory_peak_bytes{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 8192
+# HELP ptyvisor_session_tasks Tasks (processes and threads) in the session now.
+# TYPE ptyvisor_session_tasks gauge
+ptyvisor_session_tasks{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 3
+# HELP ptyvisor_session_tasks_peak Most tasks the session has had at once.
+# TYPE ptyvisor_session_tasks_peak gauge
+ptyvisor_session_tasks_peak{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 5
+# HELP ptyvisor_session_oom_kills_total Processes of the session the OOM killer ended.
+# TYPE ptyvisor_session_oom_kills_total counter
+ptyvisor_session_oom_kills_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 0
+# HELP ptyvisor_session_tasks_limit_hits_total Forks refused because the session was at its task limit.
+# TYPE ptyvisor_session_tasks_limit_hits_total counter
+ptyvisor_session_tasks_limit_hits_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 2
+# HELP ptyvisor_session_io_read_bytes_total Bytes the session's processes read from block devices.
+# TYPE ptyvisor_session_io_read_bytes_total counter
+ptyvisor_session_io_read_bytes_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 100
+# HELP ptyvisor_session_io_write_bytes_total Bytes the session's processes wrote to block devices.
+# TYPE ptyvisor_session_io_write_bytes_total counter
+ptyvisor_session_io_write_bytes_total{id="0123456789abcdef0123456789abcdef",profile="strict",state="running"} 200
+# HELP ptyvisor_connections_accepted_total Connections the daemon accepted.
+# TYPE ptyvisor_connections_accepted_total counter
+ptyvisor_connections_accepted_total 10
+# HELP ptyvisor_connections_hung_up_total Connections dropped at accept: the peer had already closed.
+# TYPE ptyvisor_connections_hung_up_total counter
+ptyvisor_connections_hung_up_total 3
+# HELP ptyvisor_handshake_timeouts_total Connections closed because their handshake took too long.
+# TYPE ptyvisor_handshake_timeouts_total counter
+ptyvisor_handshake_timeouts_total 2
+# HELP ptyvisor_handshakes_evicted_total Handshakes evicted to make room for another peer's.
+# TYPE ptyvisor_handshakes_evicted_total counter
+ptyvisor_handshakes_evicted_total 0
+# HELP ptyvisor_admissions_rate_limited_total STARTs refused by the admission rate limit.
+# TYPE ptyvisor_admissions_rate_limited_total counter
+ptyvisor_admissions_rate_limited_total 1
+# HELP ptyvisor_refusals_total Requests refused with an ERROR, by its code.
+# TYPE ptyvisor_refusals_total counter
+ptyvisor_refusals_total{code="busy"} 2
+ptyvisor_refusals_total{code="start_failed"} 1
+# HELP ptyvisor_starts_total STARTs by result: started, or the code that refused it.
+# TYPE ptyvisor_starts_total counter
+ptyvisor_starts_total{result="busy"} 2
+ptyvisor_starts_total{result="start_failed"} 1
+ptyvisor_starts_total{result="started"} 5
+# HELP ptyvisor_sessions_ended_total Sessions that ended, by the reason they ended.
+# TYPE ptyvisor_sessions_ended_total counter
+ptyvisor_sessions_ended_total{reason="exited"} 3
+ptyvisor_sessions_ended_total{reason="stopped"} 1
+# HELP ptyvisor_sessions_quarantined_total Sessions whose processes outlived their cleanup.
+# TYPE ptyvisor_sessions_quarantined_total counter
+ptyvisor_sessions_quarantined_total 0
+# HELP ptyvisor_relayed_input_bytes_total Input bytes relayed to sessions over the daemon's life.
+# TYPE ptyvisor_relayed_input_bytes_total counter
+ptyvisor_relayed_input_bytes_total 100
+# HELP ptyvisor_relayed_output_bytes_total Output bytes relayed from sessions over the daemon's life.
+# TYPE ptyvisor_relayed_output_bytes_total counter
+ptyvisor_relayed_output_bytes_total 20000
+# HELP ptyvisor_screen_worker_restarts_total Times the screen worker was started again after it went.
+# TYPE ptyvisor_screen_worker_restarts_total counter
+ptyvisor_screen_worker_restarts_total 1
+# HELP ptyvisor_admission_wait_seconds STARTs that waited for the backend to check their peer again, and how long.
+# TYPE ptyvisor_admission_wait_seconds summary
+ptyvisor_admission_wait_seconds_count 2
+ptyvisor_admission_wait_seconds_sum 1.25
+)");
 }
 
 // Label values come from the daemon (a profile name, an error code): a quote, a backslash or
@@ -216,11 +437,11 @@ TEST(RenderMetricsCheckedBy, PromtoolReadsOpenMetricsCountersAsUndescribed) {
 
 // The OpenMetrics reference parser reads the stdout dialect strictly, every family whole.
 TEST(RenderMetricsCheckedBy, OpenMetricsParserReadsEveryFamily) {
-    ASSERT_EQ(run_with_input("python3 -c 'import prometheus_client'", "").status, 0)
+    ASSERT_EQ(run_with_input("/usr/bin/python3 -c 'import prometheus_client'", "").status, 0)
         << "python3-prometheus-client is missing: scripts/install-deps.sh installs it";
     const Ran ran = run_with_input(kOpenMetricsParser, render_metrics(full_report(), MetricsFormat::OpenMetrics));
     ASSERT_EQ(ran.status, 0) << ran.output;
-    for (const char* family : {"ptyvisor_build info", "ptyvisor_starts counter", "ptyvisor_relayed_input_bytes counter bytes",
+    for (const char* family : {"ptyvisor_build_info gauge", "ptyvisor_starts counter", "ptyvisor_relayed_input_bytes counter bytes",
                                "ptyvisor_admission_wait_seconds summary seconds", "ptyvisor_sessions gauge",
                                "ptyvisor_session_cpu_seconds counter seconds 2"})
         EXPECT_NE(ran.output.find(family), std::string::npos) << family << "\n" << ran.output;

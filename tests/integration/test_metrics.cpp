@@ -85,7 +85,7 @@ protected:
 TEST_F(Metrics, LiveDaemonsMetricsPassPromtoolAndTheOpenMetricsParser) {
     ASSERT_EQ(shell("command -v promtool").status, 0)
         << "promtool is missing: scripts/install-deps.sh installs it (Debian's prometheus)";
-    ASSERT_EQ(shell("python3 -c 'import prometheus_client'").status, 0)
+    ASSERT_EQ(shell("/usr/bin/python3 -c 'import prometheus_client'").status, 0)
         << "python3-prometheus-client is missing: scripts/install-deps.sh installs it";
     ASSERT_TRUE(start_daemon());
     run_sessions();
@@ -107,7 +107,7 @@ TEST_F(Metrics, LiveDaemonsMetricsPassPromtoolAndTheOpenMetricsParser) {
 
     const std::string om_path = write_file("metrics.om", text);
     const Ran parsed = shell(
-        "python3 -c 'import sys\n"
+        "/usr/bin/python3 -c 'import sys\n"
         "from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse\n"
         "for f in parse(sys.stdin.read()): print(f.name, f.type)' < " + om_path);
     EXPECT_EQ(parsed.status, 0) << parsed.output;
