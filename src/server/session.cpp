@@ -157,6 +157,7 @@ void Session::on_started(pid_t pid) {
     if (stage_ != Stage::Starting) return;
     started_ = true;
     enter(Stage::Running);
+    context_.admission->count_start(std::nullopt);  // an adopted session is no new start
     main_pid_ = pid;
     log_info("session started", {{"UNIT", unit_}, {"MAIN_PID", std::to_string(pid)}});
     const auto clients = clients_;
@@ -170,6 +171,7 @@ void Session::on_started(pid_t pid) {
 void Session::on_start_failed(const std::string& why) {
     log_warning("session failed to start", {{"UNIT", unit_}, {"ERROR", why}});
     start_failed_ = true;
+    context_.admission->count_start(protocol::ErrorCode::StartFailed);
     const auto clients = clients_;
     for (const auto& [client, role] : clients) client->session_start_failed(why);
     // The unit may hold something still: clean it up as for any end.

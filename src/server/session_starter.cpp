@@ -50,7 +50,8 @@ struct SessionStarter::Check {
 SessionStarter::SessionStarter(Context context, const PeerIdentity& peer, SessionClient& controller,
                                Callbacks callbacks)
     : context_(context), peer_(peer), controller_(controller), callbacks_(std::move(callbacks)) {
-    // Every refusal of a START comes through here: counted by its code for the metrics.
+    // Every refusal of a START before the backend took it comes through here: counted by its
+    // code for the metrics (the session counts what the backend says: Session::on_started).
     callbacks_.refused = [admission = context_.admission, refused = std::move(callbacks_.refused)](
                              ErrorCode code, const std::string& why) {
         admission->count_start(code);
@@ -194,7 +195,6 @@ void SessionStarter::start() {
     // The backend is done with the directory (the session has it, or systemd its path).
     context_.worker->dispose(std::move(cwd_));
     if (!ok) return callbacks_.refused(ErrorCode::StartFailed, why);
-    context_.admission->count_start(std::nullopt);
     log_info("session starting", {{"UNIT", session.unit()}, {"PEER_PID", std::to_string(peer_.cred.pid)},
                                   {"PEER_UID", std::to_string(peer_.cred.uid)}, {"ARGV0", argv0},
                                   {"DETACHED", detach_ ? "yes" : "no"}});

@@ -95,6 +95,7 @@ TEST_F(Metrics, LiveDaemonsMetricsPassPromtoolAndTheOpenMetricsParser) {
     const Result om = cli_as_root({"metrics"});
     ASSERT_EQ(om.status, 0) << om.transcript;
     const std::string& text = om.out;
+    ASSERT_GE(text.size(), 6u) << om.transcript;
     EXPECT_EQ(text.substr(text.size() - 6), "# EOF\n") << text;
     EXPECT_NE(text.find("ptyvisor_starts_total{result=\"started\"} 2\n"), std::string::npos) << text;
     EXPECT_NE(text.find("ptyvisor_sessions_ended_total{reason=\"exited\"} 1\n"), std::string::npos) << text;
