@@ -21,6 +21,7 @@ packages=(
   libseccomp-dev                            # the screen worker's system call allow-list
   tmux less                                 # the screen suite compares snapshots with tmux's
   zsh                                       # shell integration: its scripts are tested in zsh too
+  prometheus python3-prometheus-client      # ptyvisor metrics: promtool check metrics, and the OpenMetrics reference parser
   chromium                                  # console/test.sh: the console's browser suites (headless, driven by puppeteer-core)
 )
 

@@ -10,6 +10,7 @@
 #include "cli/screen_command.h"
 #include "cli/session_commands.h"
 #include "cli/standard_fds.h"
+#include "cli/metrics_command.h"
 #include "cli/status_command.h"
 #include "cli/web_command.h"
 #include "client/default_socket.h"
@@ -63,6 +64,13 @@ int main(int argc, char** argv) {
     auto* status_cmd = app.add_subcommand("status", "List live sessions and admission counters");
     add_socket_option(*status_cmd, status.socket);
     status_cmd->add_flag("--json", status.json, "print the daemon's JSON report as it is");
+
+    ptyvisor::cli::MetricsOptions metrics;
+    auto* metrics_cmd = app.add_subcommand("metrics", "Print the daemon's metrics in the OpenMetrics text format");
+    add_socket_option(*metrics_cmd, metrics.socket);
+    metrics_cmd->add_option("--textfile", metrics.textfile,
+                            "write them, in the Prometheus text format, to this file atomically (for "
+                            "node_exporter's textfile collector) instead of printing them");
 
     ptyvisor::cli::ListOptions list;
     auto* ls_cmd = app.add_subcommand("ls", "List sessions, running and recently exited");
@@ -200,5 +208,6 @@ int main(int argc, char** argv) {
     if (*mcp_cmd) return ptyvisor::cli::mcp::mcp_command(mcp);
     if (*web_cmd) return ptyvisor::cli::web_command(web);
     if (*audit_cmd) return ptyvisor::cli::audit_command(audit);
+    if (*metrics_cmd) return ptyvisor::cli::metrics_command(metrics);
     return ptyvisor::cli::status_command(status);
 }

@@ -1,7 +1,9 @@
 #include "cli/status_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <iterator>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -63,7 +65,11 @@ std::string format_status(const protocol::StatusReply& report) {
     out << "backend: " << report.backend << '\n';
     if (report.truncated) out << "truncated: true\n";
     out << "version: " << report.version << '\n';
-    print_sessions(out, report.sessions);
+    // Live sessions, as before STATUS also listed the ended ones kept (for metrics).
+    std::vector<protocol::StatusReply::Session> live;
+    std::copy_if(report.sessions.begin(), report.sessions.end(), std::back_inserter(live),
+                 [](const auto& s) { return s.state != "ended"; });
+    print_sessions(out, live);
     print_counters(out, report.counters);
     return out.str();
 }

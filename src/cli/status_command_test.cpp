@@ -42,6 +42,16 @@ TEST(FormatStatus, SessionsTableAndCounters) {
         << text;
 }
 
+// A daemon that lists the ended sessions it keeps (for metrics): the table shows live ones.
+TEST(FormatStatus, EndedSessionsAreLeftOutOfTheTable) {
+    protocol::StatusReply r = sample_report();
+    r.sessions[0].state = "running";
+    r.sessions[1].state = "ended";
+    const std::string text = format_status(r);
+    EXPECT_NE(text.find("sessions: 1\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("ptyvisor-4567.service"), std::string::npos) << text;
+}
+
 TEST(FormatStatus, NoSessions) {
     protocol::StatusReply r;
     r.version = "0.1.0";

@@ -19,7 +19,8 @@ using nlohmann::json;
 // parser reports a container's start at its own depth: the top object at 0, a member's
 // array at 1, so a container that starts at depth 2 is one nested too deep ({"x":[[]]}).
 constexpr int kMaxContainerDepth = 1;
-// STATUS nests once more: the objects in "sessions", and "rejected" in "counters".
+// STATUS nests once more: the objects in "sessions", and "rejected" (and "starts", "ended")
+// in "counters". Older clients refuse anything deeper, so it never will (protocol.md 5.7).
 constexpr int kMaxStatusContainerDepth = 2;
 
 // Parses `text` as a JSON object whose containers start no deeper than `max_depth` (see
@@ -164,6 +165,29 @@ constexpr std::array<std::pair<ExitReason, std::string_view>, 13> kReasons{{
     {ExitReason::IdleTimeout, "idle-timeout"},
 }};
 
+// The members of a session's `usage` and the metrics counters, with their JSON names: the
+// encoder and the decoder read the same table, so neither can miss one.
+using UsageMember = std::optional<std::uint64_t> StatusReply::Session::Usage::*;
+constexpr std::array<std::pair<const char*, UsageMember>, 9> kUsageMembers{{
+    {"cpu_usec", &StatusReply::Session::Usage::cpu_usec},
+    {"memory_current", &StatusReply::Session::Usage::memory_current},
+    {"memory_peak", &StatusReply::Session::Usage::memory_peak},
+    {"tasks_current", &StatusReply::Session::Usage::tasks_current},
+    {"tasks_peak", &StatusReply::Session::Usage::tasks_peak},
+    {"oom_kills", &StatusReply::Session::Usage::oom_kills},
+    {"tasks_limit_hits", &StatusReply::Session::Usage::tasks_limit_hits},
+    {"io_read_bytes", &StatusReply::Session::Usage::io_read_bytes},
+    {"io_write_bytes", &StatusReply::Session::Usage::io_write_bytes},
+}};
+using CounterMember = std::optional<std::uint64_t> StatusReply::Counters::*;
+constexpr std::array<std::pair<const char*, CounterMember>, 5> kCounterMembers{{
+    {"relayed_in", &StatusReply::Counters::relayed_in},
+    {"relayed_out", &StatusReply::Counters::relayed_out},
+    {"screen_worker_restarts", &StatusReply::Counters::screen_worker_restarts},
+    {"admission_waits", &StatusReply::Counters::admission_waits},
+    {"admission_wait_usec", &StatusReply::Counters::admission_wait_usec},
+}};
+
 // Replaces invalid UTF-8 rather than throw: a message may quote hostile bytes.
 using json_members::dump;
 
@@ -205,23 +229,67 @@ json status_session(const StatusReply::Session& s) {
         j["clients"] = s.clients;
         j["detached"] = s.detached;
     }
+    if (s.state) j["state"] = status_text(*s.state, kMaxStatusNameBytes);
+    if (s.profile) j["profile"] = status_text(*s.profile, kMaxStatusNameBytes);
+    // The usage figures are members of the session itself, not an object of their own: one
+    // level deeper than older clients accept.
+    if (s.usage)
+        for (const auto& [name, member] : kUsageMembers)
+            if (const auto& v = (*s.usage).*member) j[name] = *v;
     return j;
 }
 
-json status_counters(const StatusReply::Counters& c) {
-    json rejected = json::object();
-    for (const auto& [code, count] : c.rejected) {
-        if (rejected.size() == kMaxStatusRejectedCodes) break;
-        rejected[status_text(code, kMaxStatusNameBytes)] = count;
+// A map of counts by name, as `rejected`, `starts` and `ended` are sent: at most `max`
+// names, each cut to kMaxStatusNameBytes.
+json count_map(const std::map<std::string, std::uint64_t>& counts, std::size_t max) {
+    json out = json::object();
+    for (const auto& [name, count] : counts) {
+        if (out.size() == max) break;
+        out[status_text(name, kMaxStatusNameBytes)] = count;
     }
+    return out;
+}
+
+json status_counters(const StatusReply::Counters& c) {
     json out{{"accepted", c.accepted},
-             {"rejected", std::move(rejected)},
+             {"rejected", count_map(c.rejected, kMaxStatusRejectedCodes)},
              {"rate_limited", c.rate_limited},
              {"handshake_timeouts", c.handshake_timeouts},
              {"evicted", c.evicted}};
     if (c.hung_up) out["hung_up"] = *c.hung_up;
     if (c.quarantined) out["quarantined"] = *c.quarantined;
+    if (c.starts) out["starts"] = count_map(*c.starts, kMaxStatusStartResults);
+    if (c.ended) out["ended"] = count_map(*c.ended, kMaxStatusRejectedCodes);
+    for (const auto& [name, member] : kCounterMembers)
+        if (const auto& v = c.*member) out[name] = *v;
     return out;
+}
+
+// An unsigned 64-bit member that may be absent (nullopt).
+bool get_optional_uint(const json& o, const char* key, std::optional<std::uint64_t>& out, std::string& why) {
+    if (!o.contains(key)) return true;
+    std::uint64_t v = 0;
+    if (!get_uint(o, key, 0, UINT64_MAX, v, why)) return false;
+    out = v;
+    return true;
+}
+
+bool get_optional_string(const json& o, const char* key, std::size_t max_len, std::optional<std::string>& out,
+                         std::string& why) {
+    if (!o.contains(key)) return true;
+    std::string v;
+    if (!get_string(o, key, max_len, v, why)) return false;
+    out = std::move(v);
+    return true;
+}
+
+// The usage figures, members of the session object; nullopt when none is there.
+bool get_usage(const json& o, std::optional<StatusReply::Session::Usage>& out, std::string& why) {
+    StatusReply::Session::Usage u;
+    for (const auto& [name, member] : kUsageMembers)
+        if (!get_optional_uint(o, name, u.*member, why)) return false;
+    if (u != StatusReply::Session::Usage{}) out = u;
+    return true;
 }
 
 bool get_status_session(const json& o, StatusReply::Session& s, std::string& why) {
@@ -235,7 +303,10 @@ bool get_status_session(const json& o, StatusReply::Session& s, std::string& why
            // Since protocol version 2; absent from older daemons.
            get_string(o, "id", 32, s.id, why, /*required=*/false) &&
            get_uint(o, "clients", 0, UINT32_MAX, s.clients, why, /*required=*/false) &&
-           get_bool(o, "detached", s.detached, why, /*required=*/false);
+           get_bool(o, "detached", s.detached, why, /*required=*/false) &&
+           // Since metrics.
+           get_optional_string(o, "state", kMaxStatusNameBytes, s.state, why) &&
+           get_optional_string(o, "profile", kMaxStatusNameBytes, s.profile, why) && get_usage(o, s.usage, why);
 }
 
 bool get_status_sessions(const json& o, std::vector<StatusReply::Session>& out, std::string& why) {
@@ -261,34 +332,45 @@ bool get_status_sessions(const json& o, std::vector<StatusReply::Session>& out, 
     return true;
 }
 
-bool get_rejected(const json& counters, std::map<std::string, std::uint64_t>& out, std::string& why) {
-    const json* rejected = get_container(counters, "rejected", /*array=*/false, why);
-    if (!rejected) return false;
-    if (rejected->size() > kMaxStatusRejectedCodes) {
-        why = "'rejected' has too many entries";
+// Member `key` of `counters`, an object of counts by name (`rejected`, `starts`, `ended`):
+// at most `max` names, each a non-empty name of at most kMaxStatusNameBytes.
+bool get_count_map(const json& counters, const char* key, std::size_t max, std::map<std::string, std::uint64_t>& out,
+                   std::string& why) {
+    const json* counts = get_container(counters, key, /*array=*/false, why);
+    if (!counts) return false;
+    const std::string quoted = std::string("'") + key + "'";
+    if (counts->size() > max) {
+        why = quoted + " has too many entries";
         return false;
     }
-    for (auto it = rejected->begin(); it != rejected->end(); ++it) {
-        const std::string& code = it.key();
-        if (code.empty() || code.size() > kMaxStatusNameBytes || code.find('\0') != std::string::npos) {
-            why = "'rejected' has a member name that is not an error code";
+    for (auto it = counts->begin(); it != counts->end(); ++it) {
+        const std::string& name = it.key();
+        if (name.empty() || name.size() > kMaxStatusNameBytes || name.find('\0') != std::string::npos) {
+            why = quoted + (key == std::string_view("rejected") ? " has a member name that is not an error code"
+                                                                : " has a member name that is not a name");
             return false;
         }
         if (!it->is_number_unsigned()) {
-            why = "'rejected' counts must be unsigned integers";
+            why = quoted + " counts must be unsigned integers";
             return false;
         }
-        out[code] = it->get<std::uint64_t>();
+        out[name] = it->get<std::uint64_t>();
     }
     return true;
 }
 
-// An unsigned 64-bit member that may be absent (nullopt).
-bool get_optional_uint(const json& o, const char* key, std::optional<std::uint64_t>& out, std::string& why) {
-    if (!o.contains(key)) return true;
-    std::uint64_t v = 0;
-    if (!get_uint(o, key, 0, UINT64_MAX, v, why)) return false;
-    out = v;
+bool get_optional_count_map(const json& counters, const char* key, std::size_t max,
+                            std::optional<std::map<std::string, std::uint64_t>>& out, std::string& why) {
+    if (!counters.contains(key)) return true;
+    std::map<std::string, std::uint64_t> counts;
+    if (!get_count_map(counters, key, max, counts, why)) return false;
+    out = std::move(counts);
+    return true;
+}
+
+bool get_optional_counters(const json& counters, StatusReply::Counters& c, std::string& why) {
+    for (const auto& [name, member] : kCounterMembers)
+        if (!get_optional_uint(counters, name, c.*member, why)) return false;
     return true;
 }
 
@@ -300,7 +382,11 @@ bool get_status_counters(const json& o, StatusReply::Counters& c, std::string& w
         get_uint(*counters, "handshake_timeouts", 0, UINT64_MAX, c.handshake_timeouts, why) &&
         get_uint(*counters, "evicted", 0, UINT64_MAX, c.evicted, why) &&
         get_optional_uint(*counters, "hung_up", c.hung_up, why) &&
-        get_optional_uint(*counters, "quarantined", c.quarantined, why) && get_rejected(*counters, c.rejected, why))
+        get_optional_uint(*counters, "quarantined", c.quarantined, why) &&
+        get_count_map(*counters, "rejected", kMaxStatusRejectedCodes, c.rejected, why) &&
+        get_optional_count_map(*counters, "starts", kMaxStatusStartResults, c.starts, why) &&
+        get_optional_count_map(*counters, "ended", kMaxStatusRejectedCodes, c.ended, why) &&
+        get_optional_counters(*counters, c, why))
         return true;
     why = "'counters': " + why;
     return false;
@@ -318,6 +404,12 @@ std::optional<ExitReason> exit_reason_from_string(std::string_view name) {
     for (const auto& [r, n] : kReasons)
         if (n == name) return r;
     return std::nullopt;
+}
+
+std::vector<std::string_view> exit_reason_names() {
+    std::vector<std::string_view> out;
+    for (const auto& [r, n] : kReasons) out.push_back(n);
+    return out;
 }
 
 int ExitStatus::shell_status() const {

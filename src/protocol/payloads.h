@@ -38,6 +38,7 @@ inline constexpr std::size_t kMaxStatusUnitBytes = 256;   // as in STARTED
 inline constexpr std::size_t kMaxStatusArgv0Bytes = 1024;
 inline constexpr std::size_t kMaxStatusSessions = 4096;   // more never fit kMaxStatusPayloadSize
 inline constexpr std::size_t kMaxStatusRejectedCodes = 64;
+inline constexpr std::size_t kMaxStatusStartResults = kMaxStatusRejectedCodes + 1;  // "started" too
 
 // A decoder's answer: the value, or a human-readable reason it was refused.
 template <class T>
@@ -104,6 +105,8 @@ enum class ExitReason {
 
 std::string_view to_string(ExitReason reason);
 std::optional<ExitReason> exit_reason_from_string(std::string_view name);
+// Every reason's name, in the enum's order (STATUS counts sessions ended by each).
+std::vector<std::string_view> exit_reason_names();
 
 struct ExitStatus {
     enum class Kind { Exited, Signaled, Unknown };
@@ -126,7 +129,8 @@ struct ErrorReply {
 };
 
 // The daemon's report to root. Unlike the control payloads it nests: `sessions` is an array of
-// objects and `counters.rejected` an object, two levels below the top and no deeper.
+// objects and `counters.rejected` (and `starts`, `ended`) an object, two levels below the top
+// and no deeper (older clients refuse deeper: a session's usage figures are its members).
 struct StatusReply {
     struct Session {
         std::string unit;             // at most kMaxStatusUnitBytes
@@ -139,6 +143,18 @@ struct StatusReply {
         std::string id;               // the session's id (version 2 daemons)
         std::uint64_t clients = 0;    // connections attached
         bool detached = false;        // outlives its connection
+        // Since metrics (absent from older daemons, which listed live sessions only):
+        // "starting", "running", "ending" or "ended"; the sandbox profile ("" when none);
+        // and what the session has cost, each figure only where its cgroup says it (on the
+        // wire, members of the session object; a usage with no figure is sent as none).
+        std::optional<std::string> state{};    // at most kMaxStatusNameBytes
+        std::optional<std::string> profile{};  // at most kMaxStatusNameBytes
+        struct Usage {
+            std::optional<std::uint64_t> cpu_usec{}, memory_current{}, memory_peak{}, tasks_current{},
+                tasks_peak{}, oom_kills{}, tasks_limit_hits{}, io_read_bytes{}, io_write_bytes{};
+            bool operator==(const Usage&) const = default;
+        };
+        std::optional<Usage> usage{};
         bool operator==(const Session&) const = default;
     };
     struct Counters {
@@ -154,6 +170,18 @@ struct StatusReply {
         std::optional<std::uint64_t> quarantined;
         // By error code name (at most kMaxStatusNameBytes), at most kMaxStatusRejectedCodes.
         std::map<std::string, std::uint64_t> rejected;
+        // Since metrics; each absent from older daemons (and then left out of the metrics).
+        // STARTs by result: "started", or the error code that refused it (start_failed, ...);
+        // at most kMaxStatusRejectedCodes + 1 names.
+        std::optional<std::map<std::string, std::uint64_t>> starts{};
+        // Sessions ended, by ExitReason name (at most kMaxStatusRejectedCodes names).
+        std::optional<std::map<std::string, std::uint64_t>> ended{};
+        // INPUT and OUTPUT bytes relayed over the daemon's life, ended sessions included.
+        std::optional<std::uint64_t> relayed_in{}, relayed_out{};
+        std::optional<std::uint64_t> screen_worker_restarts{};
+        // STARTs that waited for the backend's recheck of their peer, and the time they
+        // waited in all, in microseconds.
+        std::optional<std::uint64_t> admission_waits{}, admission_wait_usec{};
         bool operator==(const Counters&) const = default;
     };
 

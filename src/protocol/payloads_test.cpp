@@ -833,6 +833,7 @@ TEST(PayloadReject, StatusNestingTooDeep) {
     for (const auto& [from, to] : std::vector<std::pair<std::string_view, std::string_view>>{
              {R"({"argv0":"bash")", R"({"tags":[[]],"argv0":"bash")"},
              {R"({"argv0":"bash")", R"({"x":{"y":{}},"argv0":"bash")"},
+             {R"({"argv0":"bash")", R"({"usage":{"cpu_usec":1},"argv0":"bash")"},
              {R"("busy":1)", R"("busy":{"n":1})"},
              {R"("sessions":[)", R"("sessions":[[[]]],"s":[)"},
              {R"({"backend")", R"({"x":{"y":{"z":{}}},"backend")"}}) {
@@ -905,6 +906,122 @@ TEST(PayloadEncode, StatusStringsAndNumbersAreMadeDecodable) {
     EXPECT_EQ(s.argv0.substr(0, 5), "a\xef\xbf\xbd" "b");
     EXPECT_LE(s.argv0.size(), kMaxStatusArgv0Bytes);
     EXPECT_EQ(d.value->counters.rejected.size(), kMaxStatusRejectedCodes);
+}
+
+}  // namespace
+}  // namespace ptyvisor::protocol
+
+namespace ptyvisor::protocol {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// STATUS for metrics: state, profile and usage per session, and the daemon's life counters.
+
+StatusReply metrics_status() {
+    StatusReply r = sample_status();
+    auto& s = r.sessions[0];
+    s.id = "3f1c0e9a2b7d4c58a6e0f1d2c3b4a596";
+    s.state = "running";
+    s.profile = "strict";
+    s.usage = StatusReply::Session::Usage{};
+    s.usage->cpu_usec = 1500000;
+    s.usage->memory_peak = 1u << 20;
+    s.usage->oom_kills = 0;
+    r.sessions[1].state = "ended";
+    r.sessions[1].profile = "";
+    r.counters.starts = std::map<std::string, std::uint64_t>{{"started", 5}, {"start_failed", 1}};
+    r.counters.ended = std::map<std::string, std::uint64_t>{{"exited", 4}};
+    r.counters.relayed_in = 10;
+    r.counters.relayed_out = 20;
+    r.counters.screen_worker_restarts = 1;
+    r.counters.admission_waits = 2;
+    r.counters.admission_wait_usec = 250000;
+    return r;
+}
+
+TEST(PayloadRoundTrip, StatusWithMetricsMembers) {
+    const StatusReply r = metrics_status();
+    const std::string text = encode(r);
+    const auto d = decode_status(text);
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(*d.value, r);
+    // Only the figures known are sent, as members of the session: older clients refuse an
+    // object nested there (protocol.md 5.7, "Depth").
+    EXPECT_NE(text.find(R"("cpu_usec":1500000,"detached":false,"id":"3f1c)"), std::string::npos) << text;
+    EXPECT_NE(text.find(R"("memory_peak":1048576,"oom_kills":0,"peer_pid")"), std::string::npos) << text;
+    EXPECT_EQ(text.find("usage"), std::string::npos) << text;
+    // A usage with no figure is no usage.
+    StatusReply empty_usage = r;
+    empty_usage.sessions[1].usage = StatusReply::Session::Usage{};
+    const auto e = decode_status(encode(empty_usage));
+    ASSERT_TRUE(e) << e.error;
+    EXPECT_FALSE(e.value->sessions[1].usage);
+    EXPECT_NE(text.find(R"("starts":{"start_failed":1,"started":5})"), std::string::npos) << text;
+    EXPECT_NE(text.find(R"("admission_wait_usec":250000)"), std::string::npos) << text;
+}
+
+// An older daemon's reply has none of them: each stays absent, which the renderer reads as
+// "not known" (and leaves out), never as zero.
+TEST(PayloadStatus, OlderDaemonHasNoMetricsMembers) {
+    const auto d = decode_status(kSampleStatusJson);
+    ASSERT_TRUE(d) << d.error;
+    for (const auto& s : d.value->sessions) {
+        EXPECT_FALSE(s.state);
+        EXPECT_FALSE(s.profile);
+        EXPECT_FALSE(s.usage);
+    }
+    const auto& c = d.value->counters;
+    EXPECT_FALSE(c.starts);
+    EXPECT_FALSE(c.ended);
+    EXPECT_FALSE(c.relayed_in);
+    EXPECT_FALSE(c.relayed_out);
+    EXPECT_FALSE(c.screen_worker_restarts);
+    EXPECT_FALSE(c.admission_waits);
+    EXPECT_FALSE(c.admission_wait_usec);
+}
+
+TEST(PayloadReject, StatusMetricsMembersOfTheWrongShape) {
+    const std::string good = encode(metrics_status());
+    ASSERT_TRUE(decode_status(good));
+    const std::vector<std::pair<std::string_view, std::string_view>> swaps = {
+        {R"("state":"running")", R"("state":1)"},
+        {R"("profile":"strict")", R"("profile":null)"},
+        {R"("cpu_usec":1500000)", R"("cpu_usec":-1)"},
+        {R"("cpu_usec":1500000)", R"("cpu_usec":1.5)"},
+        {R"("started":5)", R"("started":"5")"},
+        {R"("started":5)", R"("":5)"},
+        {R"("exited":4)", R"("exited":-4)"},
+        {R"("relayed_in":10)", R"("relayed_in":true)"},
+        {R"("admission_waits":2)", R"("admission_waits":18446744073709551616)"},
+    };
+    for (const auto& [from, to] : swaps) {
+        const auto d = decode_status(with(good, from, to));
+        EXPECT_FALSE(d) << to;
+        EXPECT_FALSE(d.error.empty()) << to;
+    }
+    EXPECT_EQ(decode_status(with(good, R"("state":"running")", "\"state\":\"" + std::string(kMaxStatusNameBytes + 1, 's') + "\"")).error,
+              "'sessions' entry 0: 'state' is too long");
+    EXPECT_EQ(decode_status(with(good, R"("started":5)", R"("started":"5")")).error,
+              "'counters': 'starts' counts must be unsigned integers");
+    EXPECT_EQ(decode_status(with(good, R"("started":5)", R"("started":{})")).error, "payload nests too deeply");
+}
+
+// `starts` holds one more name than `rejected` ("started"); one past it is refused.
+TEST(PayloadReject, StatusStartResultsAreBounded) {
+    StatusReply r = metrics_status();
+    r.counters.starts->clear();
+    for (std::size_t i = 0; i < kMaxStatusStartResults; ++i) (*r.counters.starts)["r" + std::to_string(i)] = i;
+    const std::string text = encode(r);
+    const auto d = decode_status(text);
+    ASSERT_TRUE(d) << d.error;
+    EXPECT_EQ(d.value->counters.starts->size(), kMaxStatusStartResults);
+    EXPECT_EQ(decode_status(with(text, R"("r0":0)", R"("r0":0,"one_more":1)")).error,
+              "'counters': 'starts' has too many entries");
+    // The encoder never sends more than the decoder takes.
+    (*r.counters.starts)["zz"] = 1;
+    const auto cut = decode_status(encode(r));
+    ASSERT_TRUE(cut) << cut.error;
+    EXPECT_EQ(cut.value->counters.starts->size(), kMaxStatusStartResults);
 }
 
 }  // namespace

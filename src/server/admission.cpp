@@ -72,4 +72,14 @@ bool Admission::take_admission(std::uint64_t now_usec) {
 
 void Admission::count_rejected(protocol::ErrorCode code) { ++counters_.rejected[std::string(protocol::to_string(code))]; }
 
+void Admission::count_start(std::optional<protocol::ErrorCode> refused) {
+    ++counters_.starts[refused ? std::string(protocol::to_string(*refused)) : "started"];
+}
+
+void Admission::count_ended(std::string_view reason, std::uint64_t bytes_in, std::uint64_t bytes_out) {
+    ++counters_.ended[std::string(reason)];
+    counters_.ended_bytes_in += bytes_in;
+    counters_.ended_bytes_out += bytes_out;
+}
+
 }  // namespace ptyvisor::server

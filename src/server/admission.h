@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "protocol/error_code.h"
 #include "server/config.h"
@@ -29,6 +31,16 @@ struct AdmissionCounters {
     std::uint64_t hung_up = 0;  // dropped at accept: the peer had closed (server.cpp, accept_one)
     std::uint64_t quarantined = 0;  // sessions whose processes outlived their cleanup (session.cpp)
     std::map<std::string, std::uint64_t> rejected;  // by error code name
+    // For metrics (STATUS). STARTs by result: "started", or the code that refused one.
+    std::map<std::string, std::uint64_t> starts;
+    // Sessions ended, by ExitReason name, and the bytes they relayed (live sessions' bytes
+    // are read from them: the two add up to the daemon's life).
+    std::map<std::string, std::uint64_t> ended;
+    std::uint64_t ended_bytes_in = 0;
+    std::uint64_t ended_bytes_out = 0;
+    // STARTs that waited for the backend's recheck of their peer, and for how long in all.
+    std::uint64_t admission_waits = 0;
+    std::uint64_t admission_wait_usec = 0;
 };
 
 class Admission {
@@ -55,6 +67,10 @@ public:
     bool take_admission(std::uint64_t now_usec);
 
     void count_rejected(protocol::ErrorCode code);
+    // A START's result: started (nullopt) or refused with `code`.
+    void count_start(std::optional<protocol::ErrorCode> refused);
+    // A session that had started ended, having relayed these bytes.
+    void count_ended(std::string_view reason, std::uint64_t bytes_in, std::uint64_t bytes_out);
     AdmissionCounters& counters() { return counters_; }
     [[nodiscard]] const AdmissionCounters& counters() const { return counters_; }
 

@@ -91,5 +91,20 @@ TEST(Admission, CountsRejectionsByCode) {
     EXPECT_EQ(a.counters().rejected["busy"], 1u);
 }
 
+// For metrics: STARTs by result, and sessions ended by reason with the bytes they relayed.
+TEST(Admission, CountsStartsByResultAndEndsByReason) {
+    Admission a(small_limits());
+    a.count_start(std::nullopt);
+    a.count_start(std::nullopt);
+    a.count_start(protocol::ErrorCode::StartFailed);
+    EXPECT_EQ(a.counters().starts, (std::map<std::string, std::uint64_t>{{"started", 2}, {"start_failed", 1}}));
+    a.count_ended("exited", 10, 100);
+    a.count_ended("stopped", 1, 2);
+    a.count_ended("exited", 5, 50);
+    EXPECT_EQ(a.counters().ended, (std::map<std::string, std::uint64_t>{{"exited", 2}, {"stopped", 1}}));
+    EXPECT_EQ(a.counters().ended_bytes_in, 16u);
+    EXPECT_EQ(a.counters().ended_bytes_out, 152u);
+}
+
 }  // namespace
 }  // namespace ptyvisor::server

@@ -435,5 +435,41 @@ TEST_F(UnsurePeerTest, StatusListsTheLiveSession) {
     EXPECT_EQ(report.value->counters.accepted, 2u);
 }
 
+// For metrics: a START that waited for the recheck is counted with its wait, the started one
+// by its result, and the session says its state.
+TEST_F(UnsurePeerTest, StatusCountsTheStartAndItsAdmissionWait) {
+    start(quick_config(), [](ScriptedBackend&) {});  // Unsure first: the START waits
+    UniqueFd session = connect_and_start();
+    const auto started = next_frame(session.get());
+    ASSERT_TRUE(started);
+    ASSERT_EQ(started->type, FrameType::Started) << started->text();
+    EXPECT_EQ(backend_->rechecks, 1);
+
+    decoder_ = protocol::FrameDecoder();
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_path_.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const auto bytes = protocol::encode_frame(FrameType::StatusRequest, std::string_view());
+    ASSERT_EQ(::send(fd.get(), bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+    const auto status = next_frame(fd.get());
+    ASSERT_TRUE(status);
+    ASSERT_EQ(status->type, FrameType::Status);
+    const auto report = protocol::decode_status(status->text());
+    ASSERT_TRUE(report) << report.error;
+    const auto& c = report.value->counters;
+    EXPECT_EQ(c.admission_waits, 1u) << status->text();
+    EXPECT_TRUE(c.admission_wait_usec.has_value()) << status->text();
+    ASSERT_TRUE(c.starts) << status->text();
+    EXPECT_EQ(c.starts->at("started"), 1u) << status->text();
+    EXPECT_EQ(c.starts->at("start_failed"), 0u) << status->text();
+    ASSERT_TRUE(c.ended) << status->text();
+    EXPECT_EQ(c.ended->at("exited"), 0u) << status->text();
+    ASSERT_EQ(report.value->sessions.size(), 1u) << status->text();
+    EXPECT_EQ(report.value->sessions[0].state, "running") << status->text();
+    EXPECT_EQ(report.value->sessions[0].profile, "") << status->text();
+}
+
 }  // namespace
 }  // namespace ptyvisor::server

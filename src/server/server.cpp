@@ -385,8 +385,21 @@ protocol::StatusReply Server::status() const {
     protocol::StatusReply reply;
     reply.version = PTYVISOR_VERSION;
     reply.backend = std::string(backend_->name());
+    const auto& counters = admission_.counters();
+    // A session's state as STATUS names it (docs/protocol.md 5.7).
+    const auto state_name = [](Session::State state) {
+        switch (state) {
+            case Session::State::Starting: return "starting";
+            case Session::State::Running: return "running";
+            case Session::State::Ending: return "ending";
+            case Session::State::Ended: return "ended";
+        }
+        return "ended";
+    };
+    // Bytes relayed over the daemon's life: the ended sessions' as they ended, and the live
+    // ones' so far (the retained ended sessions are already in the first).
+    std::uint64_t relayed_in = counters.ended_bytes_in, relayed_out = counters.ended_bytes_out;
     for (const Session* s : sessions_.all()) {
-        if (s->state() == Session::State::Ended) continue;
         protocol::StatusReply::Session out;
         out.unit = s->unit();
         out.pid = s->main_pid();
@@ -398,9 +411,19 @@ protocol::StatusReply Server::status() const {
         out.id = s->id();
         out.clients = s->clients();
         out.detached = s->detached();
+        out.state = state_name(s->state());
+        out.profile = s->profile_name();
+        if (const auto usage = s->usage())
+            out.usage = protocol::StatusReply::Session::Usage{
+                usage->cpu_usec,      usage->memory_current, usage->memory_peak,
+                usage->tasks_current, usage->tasks_peak,     usage->oom_kills,
+                usage->tasks_limit_hits, usage->io_read_bytes, usage->io_write_bytes};
+        if (s->state() != Session::State::Ended) {
+            relayed_in += out.bytes_in;
+            relayed_out += out.bytes_out;
+        }
         reply.sessions.push_back(std::move(out));
     }
-    const auto& counters = admission_.counters();
     reply.counters.accepted = counters.accepted;
     reply.counters.rate_limited = counters.rate_limited;
     reply.counters.handshake_timeouts = counters.handshake_timeouts;
@@ -408,6 +431,18 @@ protocol::StatusReply Server::status() const {
     reply.counters.hung_up = counters.hung_up;
     reply.counters.quarantined = counters.quarantined;
     reply.counters.rejected = counters.rejected;
+    // Every result and reason, 0 included, so that each series exists from the start.
+    reply.counters.starts = counters.starts;
+    reply.counters.starts->try_emplace("started", 0);
+    reply.counters.starts->try_emplace(std::string(protocol::to_string(protocol::ErrorCode::StartFailed)), 0);
+    reply.counters.ended = counters.ended;
+    for (const std::string_view reason : protocol::exit_reason_names()) reply.counters.ended->try_emplace(std::string(reason), 0);
+    reply.counters.relayed_in = relayed_in;
+    reply.counters.relayed_out = relayed_out;
+    // The first start is no restart.
+    reply.counters.screen_worker_restarts = screens_.starts() > 0 ? screens_.starts() - 1 : 0;
+    reply.counters.admission_waits = counters.admission_waits;
+    reply.counters.admission_wait_usec = counters.admission_wait_usec;
     return reply;
 }
 

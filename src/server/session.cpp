@@ -163,6 +163,7 @@ void Session::on_started(pid_t pid) {
     if (stage_ != Stage::Starting) return;
     started_ = true;
     enter(Stage::Running);
+    context_.admission->count_start(std::nullopt);  // an adopted session is no new start
     main_pid_ = pid;
     log_info("session started", {{"UNIT", unit_}, {"MAIN_PID", std::to_string(pid)}});
     const auto clients = clients_;
@@ -212,6 +213,7 @@ void Session::on_idle_timer() {
 void Session::on_start_failed(const std::string& why) {
     log_warning("session failed to start", {{"UNIT", unit_}, {"ERROR", why}});
     start_failed_ = true;
+    context_.admission->count_start(protocol::ErrorCode::StartFailed);
     const auto clients = clients_;
     for (const auto& [client, role] : clients) client->session_start_failed(why);
     // The unit may hold something still: clean it up as for any end.
@@ -712,6 +714,7 @@ void Session::finish(protocol::ExitStatus status) {
     held_input_.clear();
     unstore_for_handover();
     release_slot();
+    if (!start_failed_) context_.admission->count_ended(protocol::to_string(status.reason), bytes_in_, log_->end());
     if (!start_failed_ && context_.audit) {
         AuditRecord r;
         r.kind = AuditKind::End;

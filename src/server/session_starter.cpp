@@ -57,7 +57,15 @@ struct SessionStarter::Check {
 
 SessionStarter::SessionStarter(Context context, const PeerIdentity& peer, SessionClient& controller,
                                Callbacks callbacks)
-    : context_(context), peer_(peer), controller_(controller), callbacks_(std::move(callbacks)) {}
+    : context_(context), peer_(peer), controller_(controller), callbacks_(std::move(callbacks)) {
+    // Every refusal of a START before the backend took it comes through here: counted by its
+    // code for the metrics (the session counts what the backend says: Session::on_started).
+    callbacks_.refused = [admission = context_.admission, refused = std::move(callbacks_.refused)](
+                             ErrorCode code, const std::string& why) {
+        admission->count_start(code);
+        refused(code, why);
+    };
+}
 
 SessionStarter::~SessionStarter() {
     Leftovers leftovers;
@@ -176,6 +184,7 @@ void SessionStarter::authorize(bool rechecked) {
         // Perhaps the new main process of an allowed unit that the backend has not learnt
         // yet: ask it to look again, and read nothing more until it has.
         rechecking_ = std::make_shared<std::function<void()>>(answered([this] { on_rechecked(); }));
+        recheck_began_usec_ = now_usec(context_.event);
         context_.backend->recheck(rechecking_);
         return;
     }
@@ -208,6 +217,7 @@ void SessionStarter::authorize(bool rechecked) {
 void SessionStarter::on_rechecked() {
     // The backend holds a copy of rechecking_ while it calls us: resetting it is safe.
     rechecking_.reset();
+    count_admission_wait();
     if (!spec_) return;
     authorize(true);
 }
@@ -233,6 +243,13 @@ void SessionStarter::start() {
     callbacks_.started(session);
 }
 
+void SessionStarter::count_admission_wait() {
+    auto& counters = context_.admission->counters();
+    ++counters.admission_waits;
+    const std::uint64_t now = now_usec(context_.event);
+    counters.admission_wait_usec += now > recheck_began_usec_ ? now - recheck_began_usec_ : 0;
+}
+
 ErrorCode SessionStarter::timeout_code() const {
     return checking_ ? ErrorCode::StartFailed : ErrorCode::NotAllowed;
 }
@@ -244,6 +261,7 @@ std::string SessionStarter::timeout_message() const {
 
 void SessionStarter::abandon(Leftovers& out) {
     checking_.reset();    // a check still running is abandoned: its answer is dropped unseen
+    if (rechecking_) count_admission_wait();  // it waited, if in vain
     rechecking_.reset();  // likewise the backend's (RecheckCallback)
     spec_.reset();
     if (cwd_) out.fds.push_back(std::move(cwd_));

@@ -26,6 +26,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -100,6 +101,7 @@ private:
     void on_checked();
     void authorize(bool rechecked);
     void on_rechecked();
+    void count_admission_wait();  // a recheck was answered or abandoned (metrics)
     void start();
     template <class F>
     auto answered(F f);
@@ -119,6 +121,7 @@ private:
     std::shared_ptr<Check> check_;
     std::shared_ptr<BlockingWorker::Completion> checking_;
     std::shared_ptr<std::function<void()>> rechecking_;
+    std::uint64_t recheck_began_usec_ = 0;  // the loop's monotonic clock
     bool holds_slot_ = false;
 };
 
