@@ -2,6 +2,8 @@
 # Builds the libFuzzer targets with the "fuzz" preset and runs each one.
 #
 #   fuzz/run.sh [--merge] [SECONDS_PER_TARGET]     (default 20)
+#   fuzz/run.sh --build-only                        (builds the targets, runs none: CI builds
+#                                                    them while other tests run)
 #
 # Each target starts from a copy of its checked-in corpus (fuzz/corpus/<target>/) in a
 # temporary directory, so the repository is not modified, unless --merge is given: then what
@@ -13,17 +15,21 @@
 # /tmp/ptyvisor-fuzz-artifacts) and can be replayed with `build/fuzz/fuzz/<target> <file>`.
 #
 # Other knobs (environment): PTYVISOR_FUZZ_MAX_LEN (default 16384), PTYVISOR_FUZZ_TARGETS
-# (space-separated subset).
+# (space-separated subset), PTYVISOR_FUZZ_JOBS (targets fuzzed at once; default: the CPUs).
 set -euo pipefail
 
 merge=0
+build_only=0
 if [ "${1:-}" = "--merge" ]; then
     merge=1
+    shift
+elif [ "${1:-}" = "--build-only" ]; then
+    build_only=1
     shift
 fi
 seconds="${1:-20}"
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
-    echo "usage: $0 [--merge] [SECONDS_PER_TARGET]" >&2
+    echo "usage: $0 [--merge] [SECONDS_PER_TARGET] | --build-only" >&2
     exit 2
 fi
 
@@ -45,6 +51,9 @@ fi
 cmake --preset fuzz -DPTYVISOR_FUZZ_LIBVTERM_SOURCE="$vterm_source"
 # Only the fuzz targets: the rest of the tree is not needed to fuzz the protocol.
 cmake --build --preset fuzz --target "${targets[@]}"
+if [ "$build_only" = 1 ]; then
+    exit 0
+fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/ptyvisor-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -52,22 +61,42 @@ trap 'rm -rf "$work"' EXIT
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 
+# Each target is one single-threaded process: PTYVISOR_FUZZ_JOBS of them (default: one per
+# CPU) run side by side, each for its own SECONDS, so that the pass takes SECONDS x targets / jobs
+# of wall time instead of SECONDS x targets, and no target gets less fuzzing for it. Their
+# results are read afterwards, in the order of the list.
+jobs="${PTYVISOR_FUZZ_JOBS:-$(nproc)}"
+fuzz_one() {
+    local target="$1" exe="build/fuzz/fuzz/$1" corpus="$work/$1/corpus" crashes="$work/$1/artifacts/"
+    local rc=0
+    "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+        -print_final_stats=1 -artifact_prefix="$crashes" "$corpus" > "$work/$target/log" 2>&1 || rc=$?
+    echo "$rc" > "$work/$target/rc"
+}
+for target in "${targets[@]}"; do
+    corpus="$work/$target/corpus"
+    mkdir -p "$corpus" "$work/$target/artifacts/"
+    if [ -d "fuzz/corpus/$target" ]; then
+        cp -R "fuzz/corpus/$target/." "$corpus/"
+    fi
+    find "$corpus" -type f | wc -l > "$work/$target/seeds"
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+        wait -n || true
+    done
+    echo "== $target: ${seconds}s from $(cat "$work/$target/seeds") seeds"
+    fuzz_one "$target" &
+done
+wait
+
 failed=()
 summary=()
 for target in "${targets[@]}"; do
     exe="build/fuzz/fuzz/$target"
     corpus="$work/$target/corpus"
     crashes="$work/$target/artifacts/"
-    mkdir -p "$corpus" "$crashes"
-    if [ -d "fuzz/corpus/$target" ]; then
-        cp -R "fuzz/corpus/$target/." "$corpus/"
-    fi
-    seeds="$(find "$corpus" -type f | wc -l)"
+    seeds="$(cat "$work/$target/seeds")"
     log="$work/$target/log"
-    echo "== $target: ${seconds}s from $seeds seeds"
-    rc=0
-    "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
-        -print_final_stats=1 -artifact_prefix="$crashes" "$corpus" > "$log" 2>&1 || rc=$?
+    rc="$(cat "$work/$target/rc" 2>/dev/null || echo "?")"
     # libFuzzer ends a clean run with "Done N runs in S second(s)"; a crash has no such line,
     # then the last status line ("#N ...") tells how far it got.
     runs="$(grep -Eo 'Done [0-9]+ runs' "$log" | tail -n 1 | awk '{print $2}' || true)"
@@ -76,7 +105,7 @@ for target in "${targets[@]}"; do
     fi
     runs="${runs:-?}"
     entries="$(find "$corpus" -type f | wc -l)"
-    if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$crashes")" ]; then
+    if [ "$rc" != 0 ] || [ -n "$(ls -A "$crashes")" ]; then
         echo "!! $target FAILED (exit $rc) after $runs runs; log tail:"
         tail -n 40 "$log" | sed 's/^/   /'
         mkdir -p "$artifacts/$target"

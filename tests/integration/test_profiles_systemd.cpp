@@ -53,7 +53,7 @@ protected:
     DaemonConfig profiled_config() {
         DaemonConfig cfg = config();
         cfg.allowed_profiles = {"offline", "readonly", "small", "tasks"};
-        cfg.profiles_toml = R"([profiles.offline]
+        cfg.tables_toml = R"([profiles.offline]
 network = "none"
 [profiles.readonly]
 filesystem = "read-only"
