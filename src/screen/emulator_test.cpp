@@ -90,17 +90,17 @@ TEST(Emulator, ARepeatAfterAMarkAlonePrintsNothing) {
     }
 }
 
-// CSI 99999999 b costs a screen of characters at most: the count is cut to rows * columns.
-// From the top-left corner, that and the character before it fill the screen and one more
-// cell: one line scrolls off, not the scrollback's thousand.
-TEST(Emulator, AHugeRepeatCountIsBoundedByTheScreen) {
+// CSI 99999999 b costs a row of characters at most: the count is cut to the columns. From
+// the top-left corner, that and the character before it fill the first row and one more
+// cell; nothing scrolls off (uncut, the scrollback's thousand lines would).
+TEST(Emulator, AHugeRepeatCountIsBoundedByARow) {
     Emulator e(20, 3, 1000);
     feed(e, "\x1b[Hx\x1b[99999999b");
     const auto s = e.snapshot(1000, false);
     EXPECT_EQ(s.lines[0], std::string(20, 'x'));
-    EXPECT_EQ(s.lines[1], std::string(20, 'x'));
-    EXPECT_EQ(s.lines[2], "x");
-    EXPECT_EQ(s.scrollback.size(), 1u);
+    EXPECT_EQ(s.lines[1], "x");
+    EXPECT_EQ(s.lines[2], "");
+    EXPECT_EQ(s.scrollback.size(), 0u);
 }
 
 TEST(Emulator, WideCharactersTakeTwoCellsAndCombiningMarksStay) {

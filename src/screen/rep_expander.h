@@ -19,8 +19,8 @@
 //   cut to kMaxCodePoints code points, as a libvterm cell keeps them; a character shifted in by
 //   SS2/SS3, an ill-formed byte, a C1 code point, a lone combining mark and a base followed by
 //   more marks than `recent_` holds are not repeated;
-// - a REP prints at most `max_count` characters (the caller gives its screen's cells), so
-//   what a REP costs is bounded whatever its parameter.
+// - a REP prints at most `max_count` characters (the emulator gives its columns), so what a
+//   REP costs is bounded whatever its parameter.
 // Input must be whole UTF-8 characters (the emulator's StreamDecoder gives that).
 #pragma once
 
