@@ -5,6 +5,11 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <vector>
+
+extern "C" {
+#include <vterm.h>
+}
 
 #include "common/utf8.h"
 
@@ -88,6 +93,60 @@ TEST(RepExpander, TheSameWhereverTheStreamIsCut) {
         const std::string whole = expand(in);
         for (std::size_t piece = 1; piece < 5; ++piece) ASSERT_EQ(expand(in, 1000, piece), whole) << in;
     }
+}
+
+// The invariant, checked with libvterm's own parser: over random streams dense in what makes
+// and breaks sequences, cut at random points, the parser dispatches no REP from what the
+// expander gives it (while the same streams unexpanded do have REPs).
+struct RepCount {
+    int reps = 0;
+    static int text(const char bytes[], std::size_t len, void*) {
+        std::size_t n = 0;  // libvterm's text run ends at a C0 control or DEL
+        while (n < len && static_cast<unsigned char>(bytes[n]) >= 0x20 && bytes[n] != 0x7f) ++n;
+        return static_cast<int>(n == 0 ? 1 : n);
+    }
+    static int csi(const char* leader, const long[], int, const char* intermed, char command, void* user) {
+        if (command == 'b' && !(leader && leader[0]) && !(intermed && intermed[0])) ++static_cast<RepCount*>(user)->reps;
+        return 1;
+    }
+};
+
+int reps_libvterm_parses(const std::vector<std::string>& writes) {
+    static const VTermParserCallbacks callbacks = {&RepCount::text, nullptr, nullptr, &RepCount::csi, nullptr, nullptr, nullptr};
+    VTerm* vt = vterm_new(3, 20);
+    vterm_set_utf8(vt, 1);
+    RepCount count;
+    vterm_parser_set_callbacks(vt, &callbacks, &count);
+    for (const std::string& w : writes) vterm_input_write(vt, w.data(), w.size());
+    vterm_free(vt);
+    return count.reps;
+}
+
+TEST(RepExpander, LibvtermsParserIsGivenNoRep) {
+    const std::string_view pieces[] = {"\x1b", "[", "b", "3", ";", ":", "?", ">", " ", "!", "\x07", "\x18", "\x1a", "]", "P",
+                                       "\\", "\x00", "\x7f", "\r", "x", "\xe7\x95\x8c", "\xcc\x81", "\xc2\x9b", "\xff", "N",
+                                       "\x1b[", "\x1b[", "\x1b[", "\x1b[2", "b", "b", "\x1b[b"};
+    std::mt19937 random(11);
+    int reps_before = 0;
+    for (int round = 0; round < 500; ++round) {
+        std::string in;
+        for (int i = 0; i < 60; ++i) in += pieces[random() % std::size(pieces)];
+        std::vector<std::string> raw, expanded;
+        RepExpander rep;
+        utf8::StreamDecoder decoder;
+        for (std::size_t i = 0; i < in.size();) {
+            const std::size_t n = 1 + random() % 7;
+            const std::string_view part = std::string_view(in).substr(i, n);
+            i += part.size();
+            std::string text;
+            decoder.decode(std::span(reinterpret_cast<const std::uint8_t*>(part.data()), part.size()), text);
+            raw.push_back(text);
+            rep.feed(text, 20, [&](std::string_view out) { expanded.emplace_back(out); });
+        }
+        reps_before += reps_libvterm_parses(raw);
+        ASSERT_EQ(reps_libvterm_parses(expanded), 0) << in;
+    }
+    EXPECT_GT(reps_before, 100);  // the streams are worth checking
 }
 
 }  // namespace
