@@ -31,9 +31,9 @@ constexpr bool is_intermediate(unsigned char b) { return b >= 0x20 && b <= 0x2f;
 
 }  // namespace
 
+// A single shift stays: libvterm's CAN does not end it either.
 void RepExpander::reset() {
     state_ = State::Normal;
-    single_shift_ = false;
     interrupt();
 }
 
