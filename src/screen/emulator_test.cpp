@@ -103,6 +103,31 @@ TEST(Emulator, AHugeRepeatCountIsBoundedByARow) {
     EXPECT_EQ(s.scrollback.size(), 0u);
 }
 
+// libvterm 0.1.4's parser writes a CSI's arguments past its array of 16 (into its callback
+// pointers): 17 arguments crashed the worker. Such a CSI is cancelled whole; 16 still work.
+// Also cut byte by byte.
+TEST(Emulator, ACsiWithMoreArgumentsThanLibvtermHoldsDoesNotCrashTheWorker) {
+    std::string sixteen = "\x1b[", seventeen = "\x1b[", thousands = "\x1b[";
+    for (int i = 0; i < 15; ++i) sixteen += "0;";
+    for (int i = 0; i < 16; ++i) seventeen += "0;";
+    for (int i = 0; i < 3000; ++i) thousands += i % 2 ? "1:" : "2;";
+    sixteen += "1mA";
+    seventeen += "1mB";
+    thousands += "1 mC";
+    for (const bool cut : {false, true}) {
+        Emulator e(20, 3, 10);
+        for (const std::string& s : {sixteen, seventeen, thousands}) {
+            if (!cut) feed(e, s);
+            else for (const char byte : s) feed(e, std::string_view(&byte, 1));
+        }
+        const auto s = e.snapshot(0, true);
+        EXPECT_EQ(s.lines[0], "ABC");
+        ASSERT_TRUE(s.attributes && s.attributes->size() == 1u);
+        EXPECT_EQ((*s.attributes)[0].width, 3);  // bold from the 16, the others left it
+        EXPECT_TRUE((*s.attributes)[0].bold);
+    }
+}
+
 TEST(Emulator, WideCharactersTakeTwoCellsAndCombiningMarksStay) {
     Emulator e(10, 2, 0);
     feed(e, "\xe4\xb8\xad\xe6\x96\x87x e\xcc\x81");  // 中文x é (e + combining acute)

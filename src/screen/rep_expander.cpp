@@ -138,6 +138,7 @@ void RepExpander::feed(std::string_view in, std::size_t max_count, const Sink& o
                     break;
                 }
                 csi_first_argument_ = true;
+                csi_separators_ = 0;
                 csi_count_ = 0;
                 state_ = State::CsiArgs;
                 [[fallthrough]];
@@ -148,6 +149,14 @@ void RepExpander::feed(std::string_view in, std::size_t max_count, const Sink& o
                 }
                 if (b == ':' || b == ';') {
                     csi_first_argument_ = false;
+                    if (++csi_separators_ >= kMaxCsiArguments) {  // libvterm would write past its array
+                        out(in.substr(passed, i - passed));
+                        out("\x18");
+                        passed = i + 1;
+                        csi_intermediate_ = false;
+                        state_ = State::CsiDropped;
+                        interrupt();
+                    }
                     break;
                 }
                 csi_intermediate_ = false;
@@ -168,6 +177,15 @@ void RepExpander::feed(std::string_view in, std::size_t max_count, const Sink& o
                     break;
                 }
                 interrupt();  // another CSI, or an invalid one (its byte is eaten, not printed)
+                break;
+            case State::CsiDropped:
+                // The rest of the cancelled CSI, to where libvterm's parser would have ended it:
+                // any byte but an argument's (digits, separators) or an intermediate ends it,
+                // and after an intermediate any byte but another intermediate.
+                out(in.substr(passed, i - passed));
+                passed = i + 1;
+                if (is_intermediate(b)) csi_intermediate_ = true;
+                else if (csi_intermediate_ || !((b >= '0' && b <= '9') || b == ';' || b == ':')) state_ = State::Normal;
                 break;
             case State::String:
                 if (b == 0x07) state_ = State::Normal;

@@ -21,6 +21,11 @@
 //   more marks than `recent_` holds are not repeated;
 // - a REP prints at most `max_count` characters (the emulator gives its columns), so what a
 //   REP costs is bounded whatever its parameter.
+// - a CSI with more arguments than libvterm's array holds (kMaxCsiArguments) is cancelled
+//   whole: CAN in place of the separator that would overflow it, and the rest of the sequence
+//   dropped. libvterm 0.1.4's parser counts separators without a bound and writes past
+//   `csi_args` (into its own callback pointers): 17 arguments crashed the worker. It is the
+//   same parser state, so the same class guards it.
 // Input must be whole UTF-8 characters (the emulator's StreamDecoder gives that).
 #pragma once
 
@@ -36,6 +41,7 @@ namespace ptyvisor::screen {
 class RepExpander {
   public:
     static constexpr std::size_t kMaxCodePoints = 6;  // libvterm's VTERM_MAX_CHARS_PER_CELL
+    static constexpr std::size_t kMaxCsiArguments = 16;  // libvterm's CSI_ARGS_MAX
     // Most bytes given to `out` at once: libvterm's text path keeps a code point per byte of
     // a write on the stack.
     static constexpr std::size_t kChunkBytes = 4096;
@@ -47,7 +53,7 @@ class RepExpander {
     void reset();
 
   private:
-    enum class State : std::uint8_t { Normal, Escape, CsiLeader, CsiArgs, CsiIntermed, String, EscapeInString };
+    enum class State : std::uint8_t { Normal, Escape, CsiLeader, CsiArgs, CsiIntermed, CsiDropped, String, EscapeInString };
     void forget() { recent_size_ = 0; }
     void interrupt() { joinable_ = false; }
     void remember(char32_t code_point);
@@ -58,6 +64,7 @@ class RepExpander {
     bool escape_intermediate_ = false;  // ESC followed by an intermediate byte
     bool csi_leader_ = false, csi_intermediate_ = false;
     bool csi_first_argument_ = true;
+    std::size_t csi_separators_ = 0;
     std::uint64_t csi_count_ = 0;        // the first argument, saturated
     bool single_shift_ = false;          // SS2/SS3 ran: the next character is not repeated
     bool joinable_ = false;              // the last thing in the stream was a character

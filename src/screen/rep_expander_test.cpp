@@ -75,6 +75,16 @@ TEST(RepExpander, NothingToRepeatBeforeAnyCharacterOrAfterAMarkAlone) {
     EXPECT_EQ(expand("a\xc2\x85\x1b[5b"), "a\xc2\x85\x1b[5\x18");        // a C1 code point
 }
 
+TEST(RepExpander, ACsiWithTooManyArgumentsIsCancelledWhole) {
+    const std::string fifteen_separators = "\x1b[0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;1m";
+    EXPECT_EQ(expand(fifteen_separators), fifteen_separators);
+    // The 16th separator becomes CAN; the rest of the CSI goes, a control in it still runs.
+    EXPECT_EQ(expand("\x1b[0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;1mx"), "\x1b[0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0\x18x");
+    EXPECT_EQ(expand("\x1b[0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:7\r 5x"), "\x1b[0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0\x18\rx");
+    EXPECT_EQ(expand("\x1b[;;;;;;;;;;;;;;;;;;;\x1b[2b"), "\x1b[;;;;;;;;;;;;;;;\x18\x1b[2\x18");
+    EXPECT_EQ(expand("\x1b[;;;;;;;;;;;;;;;;;?5x"), "\x1b[;;;;;;;;;;;;;;;\x18" "5x");  // '?' ends it, eaten
+}
+
 TEST(RepExpander, TheCountIsCappedAndTheOutputComesInBoundedWrites) {
     const std::string out = expand("x\x1b[99999999999999999999b", 300000);
     EXPECT_EQ(out.size(), 1 + 23 + 300000u);
@@ -105,7 +115,8 @@ struct RepCount {
         while (n < len && static_cast<unsigned char>(bytes[n]) >= 0x20 && bytes[n] != 0x7f) ++n;
         return static_cast<int>(n == 0 ? 1 : n);
     }
-    static int csi(const char* leader, const long[], int, const char* intermed, char command, void* user) {
+    static int csi(const char* leader, const long[], int argcount, const char* intermed, char command, void* user) {
+        EXPECT_LE(argcount, static_cast<int>(RepExpander::kMaxCsiArguments));
         if (command == 'b' && !(leader && leader[0]) && !(intermed && intermed[0])) ++static_cast<RepCount*>(user)->reps;
         return 1;
     }
