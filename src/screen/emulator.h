@@ -82,7 +82,7 @@ class Emulator {
     // libvterm). So libvterm is fed whole, well-formed characters only, through this.
     utf8::StreamDecoder utf8_;
     std::string filtered_;   // reused by feed()
-    RepExpander rep_;
+    RepExpander rep_;        // after utf8_: no REP and no CSI of too many arguments reaches libvterm
     std::string answers_;
     std::string title_;
     bool cursor_visible_ = true;
