@@ -64,7 +64,8 @@ bool RepExpander::repeat(std::uint64_t count, const Sink& out) const {
     }
     if (base == recent_size_) return false;  // nothing printed
     std::string character;
-    for (std::size_t i = base; i < recent_size_ && i - base < kMaxCodePoints; ++i) append_utf8(character, recent_[i]);
+    for (std::size_t i = base; i < recent_size_ && i - base < kMaxCodePoints; ++i)
+        append_utf8(character, recent_[i]);
     // Whole characters per write, so that every write is a text run of its own.
     const std::size_t per_chunk = kChunkBytes / character.size();
     std::string chunk;
@@ -103,7 +104,8 @@ void RepExpander::feed(std::string_view in, std::size_t max_count, const Sink& o
             ++i;
             continue;
         }
-        if (b < 0x20 && !(b == 0x07 && state_ == State::String)) {  // other C0: runs, the state stays
+        if (b < 0x20 &&
+            !(b == 0x07 && state_ == State::String)) {  // other C0: runs, the state stays
             interrupt();
             ++i;
             continue;
@@ -126,7 +128,7 @@ void RepExpander::feed(std::string_view in, std::size_t max_count, const Sink& o
                 } else if (is_intermediate(b)) {
                     escape_intermediate_ = true;
                 } else if (!escape_intermediate_ && b >= 0x40 && b < 0x60) {  // a C1 control
-                    single_shift_ = b == 'N' || b == 'O';  // SS2, SS3
+                    single_shift_ = b == 'N' || b == 'O';                     // SS2, SS3
                     state_ = State::Normal;
                 } else if (b >= 0x30 && b < 0x7f) {
                     state_ = State::Normal;
@@ -144,12 +146,14 @@ void RepExpander::feed(std::string_view in, std::size_t max_count, const Sink& o
                 [[fallthrough]];
             case State::CsiArgs:
                 if (b >= '0' && b <= '9') {
-                    if (csi_first_argument_) csi_count_ = std::min<std::uint64_t>(csi_count_ * 10 + (b - '0'), 1u << 30);
+                    if (csi_first_argument_)
+                        csi_count_ = std::min<std::uint64_t>(csi_count_ * 10 + (b - '0'), 1u << 30);
                     break;
                 }
                 if (b == ':' || b == ';') {
                     csi_first_argument_ = false;
-                    if (++csi_separators_ >= kMaxCsiArguments) {  // libvterm would write past its array
+                    if (++csi_separators_ >=
+                        kMaxCsiArguments) {  // libvterm would write past its array
                         out(in.substr(passed, i - passed));
                         out("\x18");
                         passed = i + 1;
@@ -173,7 +177,9 @@ void RepExpander::feed(std::string_view in, std::size_t max_count, const Sink& o
                     out("\x18");  // ends the CSI in libvterm's parser, which runs nothing
                     passed = i + 1;
                     // What was repeated was just printed: a mark after it joins it, as in libvterm.
-                    joinable_ = repeat(std::min<std::uint64_t>(std::max<std::uint64_t>(csi_count_, 1), max_count), out);
+                    joinable_ = repeat(
+                        std::min<std::uint64_t>(std::max<std::uint64_t>(csi_count_, 1), max_count),
+                        out);
                     break;
                 }
                 interrupt();  // another CSI, or an invalid one (its byte is eaten, not printed)
@@ -184,8 +190,10 @@ void RepExpander::feed(std::string_view in, std::size_t max_count, const Sink& o
                 // and after an intermediate any byte but another intermediate.
                 out(in.substr(passed, i - passed));
                 passed = i + 1;
-                if (is_intermediate(b)) csi_intermediate_ = true;
-                else if (csi_intermediate_ || !((b >= '0' && b <= '9') || b == ';' || b == ':')) state_ = State::Normal;
+                if (is_intermediate(b))
+                    csi_intermediate_ = true;
+                else if (csi_intermediate_ || !((b >= '0' && b <= '9') || b == ';' || b == ':'))
+                    state_ = State::Normal;
                 break;
             case State::String:
                 if (b == 0x07) state_ = State::Normal;

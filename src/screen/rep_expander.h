@@ -40,7 +40,7 @@ namespace ptyvisor::screen {
 
 class RepExpander {
   public:
-    static constexpr std::size_t kMaxCodePoints = 6;  // libvterm's VTERM_MAX_CHARS_PER_CELL
+    static constexpr std::size_t kMaxCodePoints = 6;     // libvterm's VTERM_MAX_CHARS_PER_CELL
     static constexpr std::size_t kMaxCsiArguments = 16;  // libvterm's CSI_ARGS_MAX
     // Most bytes given to `out` at once: libvterm's text path keeps a code point per byte of
     // a write on the stack.
@@ -53,7 +53,16 @@ class RepExpander {
     void reset();
 
   private:
-    enum class State : std::uint8_t { Normal, Escape, CsiLeader, CsiArgs, CsiIntermed, CsiDropped, String, EscapeInString };
+    enum class State : std::uint8_t {
+        Normal,
+        Escape,
+        CsiLeader,
+        CsiArgs,
+        CsiIntermed,
+        CsiDropped,
+        String,
+        EscapeInString
+    };
     void forget() { recent_size_ = 0; }
     void interrupt() { joinable_ = false; }
     void remember(char32_t code_point);
@@ -65,9 +74,9 @@ class RepExpander {
     bool csi_leader_ = false, csi_intermediate_ = false;
     bool csi_first_argument_ = true;
     std::size_t csi_separators_ = 0;
-    std::uint64_t csi_count_ = 0;        // the first argument, saturated
-    bool single_shift_ = false;          // SS2/SS3 ran: the next character is not repeated
-    bool joinable_ = false;              // the last thing in the stream was a character
+    std::uint64_t csi_count_ = 0;  // the first argument, saturated
+    bool single_shift_ = false;    // SS2/SS3 ran: the next character is not repeated
+    bool joinable_ = false;        // the last thing in the stream was a character
     // The last character printed: its base and the marks joined to it (the newest 8 code
     // points of them).
     std::array<char32_t, 8> recent_{};

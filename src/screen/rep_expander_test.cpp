@@ -33,37 +33,64 @@ std::string expand(std::string_view in, std::size_t max_count = 1000, std::size_
     for (std::size_t i = 0; i < in.size(); i += piece) {
         const std::string_view part = in.substr(i, piece);
         text.clear();
-        decoder.decode(std::span(reinterpret_cast<const std::uint8_t*>(part.data()), part.size()), text);
+        decoder.decode(std::span(reinterpret_cast<const std::uint8_t*>(part.data()), part.size()),
+                       text);
         rep.feed(text, max_count, sink);
     }
     return out;
 }
 
 TEST(RepExpander, ReplacesTheRepWithCanAndTheCharacters) {
-    EXPECT_EQ(expand("ab\x1b[3b!"), "ab\x1b[3\x18" "bbb!");
-    EXPECT_EQ(expand("a\x1b[b"), "a\x1b[\x18" "a");
-    EXPECT_EQ(expand("a\x1b[0;7b"), "a\x1b[0;7\x18" "a");  // 0 or missing: once
-    EXPECT_EQ(expand("e\xcc\x81\x1b[2b"), "e\xcc\x81\x1b[2\x18" "e\xcc\x81" "e\xcc\x81");
+    EXPECT_EQ(expand("ab\x1b[3b!"),
+              "ab\x1b[3\x18"
+              "bbb!");
+    EXPECT_EQ(expand("a\x1b[b"),
+              "a\x1b[\x18"
+              "a");
+    EXPECT_EQ(expand("a\x1b[0;7b"),
+              "a\x1b[0;7\x18"
+              "a");  // 0 or missing: once
+    EXPECT_EQ(expand("e\xcc\x81\x1b[2b"),
+              "e\xcc\x81\x1b[2\x18"
+              "e\xcc\x81"
+              "e\xcc\x81");
     EXPECT_EQ(expand("x\x1b[2b\x1b[2b"), "x\x1b[2\x18xx\x1b[2\x18xx");  // what it printed precedes
 }
 
 TEST(RepExpander, LeavesEverythingElseAsItIs) {
-    for (const std::string_view s :
-         {"plain text", "\x1b[?3b", "\x1b[>3b", "\x1b[3 b", "\x1b]0;title b\x07", "\x1bPqb\x1b\\", "\x1b(b", "b\x1b" "b",
-          "\x1b[3;4H\x1b[2J"}) {
+    for (const std::string_view s : {"plain text", "\x1b[?3b", "\x1b[>3b", "\x1b[3 b",
+                                     "\x1b]0;title b\x07", "\x1bPqb\x1b\\", "\x1b(b",
+                                     "b\x1b"
+                                     "b",
+                                     "\x1b[3;4H\x1b[2J"}) {
         EXPECT_EQ(expand(s), s) << s;
     }
 }
 
 // As in xterm, the last character printed, whatever came since.
 TEST(RepExpander, RepeatsTheLastCharacterWhateverCameSince) {
-    EXPECT_EQ(expand("a\r\x1b[3b"), "a\r\x1b[3\x18" "aaa");
-    EXPECT_EQ(expand("a\x1b[m\x1b[2b"), "a\x1b[m\x1b[2\x18" "aa");
-    EXPECT_EQ(expand("a\x1b]0;t\x07\x1b[2b"), "a\x1b]0;t\x07\x1b[2\x18" "aa");
-    EXPECT_EQ(expand("a\x1b[3\x1b[2b"), "a\x1b[3\x1b[2\x18" "aa");          // an abandoned sequence
-    EXPECT_EQ(expand("a\x1b[3\x18\x1b[2b"), "a\x1b[3\x18\x1b[2\x18" "aa");  // a cancelled one
-    EXPECT_EQ(expand("a\x1b[3\x07" "b"), "a\x1b[3\x07\x18" "aaa");          // BEL runs inside the CSI
-    EXPECT_EQ(expand("a\x00\x7f\x1b[2b"sv), "a\x00\x7f\x1b[2\x18" "aa"sv);  // dropped by libvterm
+    EXPECT_EQ(expand("a\r\x1b[3b"),
+              "a\r\x1b[3\x18"
+              "aaa");
+    EXPECT_EQ(expand("a\x1b[m\x1b[2b"),
+              "a\x1b[m\x1b[2\x18"
+              "aa");
+    EXPECT_EQ(expand("a\x1b]0;t\x07\x1b[2b"),
+              "a\x1b]0;t\x07\x1b[2\x18"
+              "aa");
+    EXPECT_EQ(expand("a\x1b[3\x1b[2b"),
+              "a\x1b[3\x1b[2\x18"
+              "aa");  // an abandoned sequence
+    EXPECT_EQ(expand("a\x1b[3\x18\x1b[2b"),
+              "a\x1b[3\x18\x1b[2\x18"
+              "aa");  // a cancelled one
+    EXPECT_EQ(expand("a\x1b[3\x07"
+                     "b"),
+              "a\x1b[3\x07\x18"
+              "aaa");  // BEL runs inside the CSI
+    EXPECT_EQ(expand("a\x00\x7f\x1b[2b"sv),
+              "a\x00\x7f\x1b[2\x18"
+              "aa"sv);  // dropped by libvterm
 }
 
 // A REP with nothing to repeat: the CAN only (the CSI must still end).
@@ -71,18 +98,22 @@ TEST(RepExpander, NothingToRepeatBeforeAnyCharacterOrAfterAMarkAlone) {
     EXPECT_EQ(expand("\x1b[5b"), "\x1b[5\x18");
     EXPECT_EQ(expand("\xcc\x81\x1b[5b"), "\xcc\x81\x1b[5\x18");
     EXPECT_EQ(expand("a\r\xcc\x81\x1b[5b"), "a\r\xcc\x81\x1b[5\x18");  // libvterm does not join it
-    EXPECT_EQ(expand("a\x1bNq\x1b[5b"), "a\x1bNq\x1b[5\x18");            // shifted in through G2
-    EXPECT_EQ(expand("a\xc2\x85\x1b[5b"), "a\xc2\x85\x1b[5\x18");        // a C1 code point
+    EXPECT_EQ(expand("a\x1bNq\x1b[5b"), "a\x1bNq\x1b[5\x18");          // shifted in through G2
+    EXPECT_EQ(expand("a\xc2\x85\x1b[5b"), "a\xc2\x85\x1b[5\x18");      // a C1 code point
 }
 
 TEST(RepExpander, ACsiWithTooManyArgumentsIsCancelledWhole) {
     const std::string fifteen_separators = "\x1b[0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;1m";
     EXPECT_EQ(expand(fifteen_separators), fifteen_separators);
     // The 16th separator becomes CAN; the rest of the CSI goes, a control in it still runs.
-    EXPECT_EQ(expand("\x1b[0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;1mx"), "\x1b[0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0\x18x");
-    EXPECT_EQ(expand("\x1b[0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:7\r 5x"), "\x1b[0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0\x18\rx");
+    EXPECT_EQ(expand("\x1b[0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;1mx"),
+              "\x1b[0;0;0;0;0;0;0;0;0;0;0;0;0;0;0;0\x18x");
+    EXPECT_EQ(expand("\x1b[0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:7\r 5x"),
+              "\x1b[0:0:0:0:0:0:0:0:0:0:0:0:0:0:0:0\x18\rx");
     EXPECT_EQ(expand("\x1b[;;;;;;;;;;;;;;;;;;;\x1b[2b"), "\x1b[;;;;;;;;;;;;;;;\x18\x1b[2\x18");
-    EXPECT_EQ(expand("\x1b[;;;;;;;;;;;;;;;;;?5x"), "\x1b[;;;;;;;;;;;;;;;\x18" "5x");  // '?' ends it, eaten
+    EXPECT_EQ(expand("\x1b[;;;;;;;;;;;;;;;;;?5x"),
+              "\x1b[;;;;;;;;;;;;;;;\x18"
+              "5x");  // '?' ends it, eaten
 }
 
 TEST(RepExpander, TheCountIsCappedAndTheOutputComesInBoundedWrites) {
@@ -94,14 +125,17 @@ TEST(RepExpander, TheCountIsCappedAndTheOutputComesInBoundedWrites) {
 // However the stream is cut, libvterm is given the same bytes (the CAN included), so a REP
 // split between writes is still caught.
 TEST(RepExpander, TheSameWhereverTheStreamIsCut) {
-    const std::string_view pieces[] = {"ab", "\xe7\x95\x8c", "e\xcc\x81", "\x1b[", "3", "b", "\x1b[b", "\r\n", "\x1b]0;",
-                                       "\x07", "\x1b\\", "\x1b(0", "q", "\x1b[?", ";", "7 ", "\x18", "\x1bN", "\xc2\x85"};
+    const std::string_view pieces[] = {"ab",     "\xe7\x95\x8c", "e\xcc\x81", "\x1b[",   "3",
+                                       "b",      "\x1b[b",       "\r\n",      "\x1b]0;", "\x07",
+                                       "\x1b\\", "\x1b(0",       "q",         "\x1b[?",  ";",
+                                       "7 ",     "\x18",         "\x1bN",     "\xc2\x85"};
     std::mt19937 random(7);
     for (int round = 0; round < 200; ++round) {
         std::string in;
         for (int i = 0; i < 30; ++i) in += pieces[random() % std::size(pieces)];
         const std::string whole = expand(in);
-        for (std::size_t piece = 1; piece < 5; ++piece) ASSERT_EQ(expand(in, 1000, piece), whole) << in;
+        for (std::size_t piece = 1; piece < 5; ++piece)
+            ASSERT_EQ(expand(in, 1000, piece), whole) << in;
     }
 }
 
@@ -115,15 +149,18 @@ struct RepCount {
         while (n < len && static_cast<unsigned char>(bytes[n]) >= 0x20 && bytes[n] != 0x7f) ++n;
         return static_cast<int>(n == 0 ? 1 : n);
     }
-    static int csi(const char* leader, const long[], int argcount, const char* intermed, char command, void* user) {
+    static int csi(const char* leader, const long[], int argcount, const char* intermed,
+                   char command, void* user) {
         EXPECT_LE(argcount, static_cast<int>(RepExpander::kMaxCsiArguments));
-        if (command == 'b' && !(leader && leader[0]) && !(intermed && intermed[0])) ++static_cast<RepCount*>(user)->reps;
+        if (command == 'b' && !(leader && leader[0]) && !(intermed && intermed[0]))
+            ++static_cast<RepCount*>(user)->reps;
         return 1;
     }
 };
 
 int reps_libvterm_parses(const std::vector<std::string>& writes) {
-    static const VTermParserCallbacks callbacks = {&RepCount::text, nullptr, nullptr, &RepCount::csi, nullptr, nullptr, nullptr};
+    static const VTermParserCallbacks callbacks = {
+        &RepCount::text, nullptr, nullptr, &RepCount::csi, nullptr, nullptr, nullptr};
     VTerm* vt = vterm_new(3, 20);
     vterm_set_utf8(vt, 1);
     RepCount count;
@@ -134,9 +171,12 @@ int reps_libvterm_parses(const std::vector<std::string>& writes) {
 }
 
 TEST(RepExpander, LibvtermsParserIsGivenNoRep) {
-    const std::string_view pieces[] = {"\x1b", "[", "b", "3", ";", ":", "?", ">", " ", "!", "\x07", "\x18", "\x1a", "]", "P",
-                                       "\\", "\x00", "\x7f", "\r", "x", "\xe7\x95\x8c", "\xcc\x81", "\xc2\x9b", "\xff", "N",
-                                       "\x1b[", "\x1b[", "\x1b[", "\x1b[2", "b", "b", "\x1b[b"};
+    const std::string_view pieces[] = {
+        "\x1b",     "[",        "b",    "3",     ";",     ":",     "?",
+        ">",        " ",        "!",    "\x07",  "\x18",  "\x1a",  "]",
+        "P",        "\\",       "\x00", "\x7f",  "\r",    "x",     "\xe7\x95\x8c",
+        "\xcc\x81", "\xc2\x9b", "\xff", "N",     "\x1b[", "\x1b[", "\x1b[",
+        "\x1b[2",   "b",        "b",    "\x1b[b"};
     std::mt19937 random(11);
     int reps_before = 0;
     for (int round = 0; round < 500; ++round) {
@@ -150,7 +190,8 @@ TEST(RepExpander, LibvtermsParserIsGivenNoRep) {
             const std::string_view part = std::string_view(in).substr(i, n);
             i += part.size();
             std::string text;
-            decoder.decode(std::span(reinterpret_cast<const std::uint8_t*>(part.data()), part.size()), text);
+            decoder.decode(
+                std::span(reinterpret_cast<const std::uint8_t*>(part.data()), part.size()), text);
             raw.push_back(text);
             rep.feed(text, 20, [&](std::string_view out) { expanded.emplace_back(out); });
         }
