@@ -128,6 +128,21 @@ TEST(Emulator, ACsiWithMoreArgumentsThanLibvtermHoldsDoesNotCrashTheWorker) {
     }
 }
 
+// libvterm 0.1.4 prints a C1 control encoded in UTF-8 (here U+009B) as a character of width
+// -1: the cursor goes to column -1, and a character inserted there (insert mode) moved a
+// negative number of cells, a segfault (found by a random run over REP's pieces). Such code
+// points are controls and are dropped.
+TEST(Emulator, APrintedC1ControlDoesNotCrashTheWorker) {
+    for (const std::string_view attack :
+         {"\x1b[4h\x1b" "0\xc2\x9b@", "\x1b[4h\xc2\x9b\xc2\x85@", "ab\xc2\x80@"}) {
+        Emulator e(26, 4, 10);
+        feed(e, attack);
+        const auto s = e.snapshot(0, false);
+        EXPECT_EQ(s.lines[0].back(), '@') << attack;
+        EXPECT_EQ(s.cursor_col, s.lines[0].size()) << attack;
+    }
+}
+
 TEST(Emulator, WideCharactersTakeTwoCellsAndCombiningMarksStay) {
     Emulator e(10, 2, 0);
     feed(e, "\xe4\xb8\xad\xe6\x96\x87x e\xcc\x81");  // 中文x é (e + combining acute)

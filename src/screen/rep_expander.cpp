@@ -38,9 +38,9 @@ void RepExpander::reset() {
 }
 
 void RepExpander::remember(char32_t code_point) {
-    if (single_shift_ || (code_point >= 0x80 && code_point < 0xa0)) {
-        // Printed through G2/G3 (the same bytes printed again would not be), or a C1 control
-        // that libvterm prints as text: not a character to repeat, nor a base for marks.
+    if (single_shift_) {
+        // Printed through G2/G3 (the same bytes printed again would not be): not a character
+        // to repeat, nor a base for marks.
         single_shift_ = false;
         forget();
         interrupt();
@@ -200,7 +200,15 @@ void RepExpander::feed(std::string_view in, std::size_t max_count, const Sink& o
                 break;
             case State::Normal: {
                 const utf8::Sequence s = utf8::next(in.substr(i));
-                if (s.kind == utf8::Sequence::Kind::Character) {
+                if (s.kind == utf8::Sequence::Kind::Character && s.code_point >= 0x80 &&
+                    s.code_point < 0xa0) {
+                    // A C1 control encoded as a character: libvterm prints it with a width of
+                    // -1, moving the cursor to column -1, where an insert then moves a negative
+                    // number of cells (a segfault). A control, not text: it is dropped.
+                    out(in.substr(passed, i - passed));
+                    passed = i + s.length;
+                    interrupt();
+                } else if (s.kind == utf8::Sequence::Kind::Character) {
                     remember(s.code_point);
                 } else {  // libvterm prints U+FFFD for what a cut sequence left: not repeated
                     forget();

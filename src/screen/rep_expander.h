@@ -17,7 +17,7 @@
 //   do; before any, a REP prints nothing (as xterm; libvterm looped for ever);
 // - a character is a base and the combining marks libvterm joins to it (libvterm_combining.h),
 //   cut to kMaxCodePoints code points, as a libvterm cell keeps them; a character shifted in by
-//   SS2/SS3, an ill-formed byte, a C1 code point, a lone combining mark and a base followed by
+//   SS2/SS3, an ill-formed byte, a lone combining mark and a base followed by
 //   more marks than `recent_` holds are not repeated;
 // - a REP prints at most `max_count` characters (the emulator gives its columns), so what a
 //   REP costs is bounded whatever its parameter.
@@ -26,6 +26,8 @@
 //   dropped. libvterm 0.1.4's parser counts separators without a bound and writes past
 //   `csi_args` (into its own callback pointers): 17 arguments crashed the worker. It is the
 //   same parser state, so the same class guards it.
+// - a C1 control encoded in UTF-8 (U+0080..U+009F) is dropped: libvterm prints it as a
+//   character of width -1, which puts the cursor at column -1 (then an insert segfaults).
 // Input must be whole UTF-8 characters (the emulator's StreamDecoder gives that).
 #pragma once
 

@@ -99,7 +99,7 @@ TEST(RepExpander, NothingToRepeatBeforeAnyCharacterOrAfterAMarkAlone) {
     EXPECT_EQ(expand("\xcc\x81\x1b[5b"), "\xcc\x81\x1b[5\x18");
     EXPECT_EQ(expand("a\r\xcc\x81\x1b[5b"), "a\r\xcc\x81\x1b[5\x18");  // libvterm does not join it
     EXPECT_EQ(expand("a\x1bNq\x1b[5b"), "a\x1bNq\x1b[5\x18");          // shifted in through G2
-    EXPECT_EQ(expand("a\xc2\x85\x1b[5b"), "a\xc2\x85\x1b[5\x18");      // a C1 code point
+    EXPECT_EQ(expand("a\xc2\x85\x1b[2b"), "a\x1b[2\x18" "aa");  // a C1 control: dropped
 }
 
 TEST(RepExpander, ACsiWithTooManyArgumentsIsCancelledWhole) {
