@@ -264,7 +264,7 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
     Reader r(path, root);
     r.only(root, {"user", "socket", "backend", "allow_units", "unit_prefix", "state_directory",
                   "observer_group", "supervisor_group", "limits", "timeouts", "recording", "session", "screen",
-                  "profiles", "allowed_profiles", "default_profile", "policy"});
+                  "profiles", "allowed_profiles", "default_profile", "policy", "audit"});
     r.string(root, "user", c.user);
     r.string(root, "socket", c.socket);
     r.string(root, "backend", c.backend);
@@ -328,6 +328,10 @@ bool load_config_file(const std::string& path, Config& c, std::string& why) {
             }
         }
     }
+    if (const auto* t = subtable(r, root, "audit")) {
+        r.only(*t, {"sink"});
+        r.string(*t, "sink", c.audit_sink);
+    }
     r.strings(root, "allowed_profiles", c.allowed_profiles);
     r.string(root, "default_profile", c.default_profile);
     if (const auto* t = subtable(r, root, "profiles")) {
@@ -385,6 +389,8 @@ bool validate(const Config& c, std::string& why) {
         if (!is_service_unit_name(u)) return refuse(why, "allow_units entry '" + u + "' is not a service unit name");
     if (c.limits.max_unauthenticated_per_peer > c.limits.max_unauthenticated)
         return refuse(why, "max_unauthenticated_per_peer must not exceed max_unauthenticated");
+    if (c.audit_sink != "auto" && c.audit_sink != "journal" && c.audit_sink != "file")
+        return refuse(why, "[audit] sink must be auto, journal or file, not '" + c.audit_sink + "'");
     // "ask" needs a person to answer (approvals), which this version does not offer yet: a
     // policy that says it is refused rather than read as allow or deny.
     if (c.policy.default_decision == Verdict::Ask)

@@ -85,6 +85,9 @@ struct Config {
     std::string default_profile;
     // [policy] (server/policy.h, docs/policy.md): what the agent may start.
     Policy policy;
+    // [audit] sink: "auto" (the journal where journald listens, else the file), "journal"
+    // or "file" (audit.jsonl in the state directory).
+    std::string audit_sink = "auto";
 };
 
 // "512M", "2G", "65536" (bytes; K, M, G, T are powers of 1024). nullopt when malformed.

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -179,6 +181,12 @@ int Server::init(UniqueFd listener) {
     // An audit that silently records nothing is worse than none: the daemon does not run.
     AuditLog::Options audit_options;
     audit_options.directory = config_.state_directory;
+    if (config_.audit_sink == "file") audit_options.journal_socket.clear();  // never the journal
+    if (config_.audit_sink == "journal" && ::access(audit_options.journal_socket.c_str(), F_OK) != 0) {
+        log_error("[audit] sink = \"journal\", but no journald listens; refusing to run without the audit",
+                  {{"SOCKET", audit_options.journal_socket}});
+        return -ENOENT;
+    }
     std::string audit_why;
     if (const int r = audit_.open(audit_options, audit_why); r < 0) {
         log_error("cannot keep the audit log; refusing to run without it", {{"ERROR", audit_why}});

@@ -21,7 +21,11 @@ class PolicyAndAudit : public EndToEnd {
 protected:
     DaemonConfig policed_config() {
         DaemonConfig cfg = config();
-        cfg.tables_toml = R"([policy]
+        // The file, on both backends: the systemd harness has a journald, which "auto" would
+        // choose; the journal's sink is tested on its own (AuditLog.*, policy_test).
+        cfg.tables_toml = R"([audit]
+sink = "file"
+[policy]
 default = "allow"
 [[policy.rules]]
 argv = ["echo", "launch"]

@@ -325,25 +325,40 @@ TEST_F(Supervisor, SupervisorAttackControlTogglingCannotGrowAQueueThatIsNotRead)
     // Ends taken: an odd count of frames would end handed back.
     const auto last = protocol::encode_frame(FrameType::Control, protocol::encode(protocol::ControlRequest{true}));
     toggles.insert(toggles.end(), last.begin(), last.end());
-    // The supervisor's own notices are drained by a reader thread, so that only the agent's
-    // queue is left unread.
+    // Then the person, who holds the terminal, types a mark: the daemon handles one client's
+    // frames in order, so the mark's echo comes after every toggle has been handled.
+    const std::string mark = "toggles-done";
+    const auto typed = protocol::encode_frame(FrameType::Input, mark + "\n");
+    toggles.insert(toggles.end(), typed.begin(), typed.end());
+    // The supervisor's own notices are drained by a reader thread, until the mark comes back,
+    // so that only the agent's queue is left unread.
     std::thread drain([&] {
+        std::string seen;
         for (;;) {
-            auto in = supervisor->next(Millis(2000));
+            auto in = supervisor->next(Millis(30000));
             if (in.kind != Incoming::Kind::Frame) return;
+            if (in.frame.type == FrameType::Output) seen.append(in.frame.text());
+            if (seen.find(mark) != std::string::npos) return;
         }
     });
     ASSERT_EQ(supervisor->send(toggles), 0);
     drain.join();
 
+    // The agent reads now: until the mark's echo, and a notice that says a person holds it.
     int notices = 0;
     std::optional<protocol::ControllerNotice> latest;
+    std::string output;
     for (;;) {
-        auto in = agent->next(Millis(2000));
+        auto in = agent->next(Millis(30000));
         if (in.kind != Incoming::Kind::Frame) break;
-        if (in.frame.type != FrameType::Controller) continue;
-        ++notices;
-        latest = protocol::decode_controller(in.frame.text()).value;
+        if (in.frame.type == FrameType::Output) output.append(in.frame.text());
+        if (in.frame.type == FrameType::Controller) {
+            ++notices;
+            latest = protocol::decode_controller(in.frame.text()).value;
+        }
+        if (output.find(mark) != std::string::npos && latest &&
+            latest->controller == protocol::ControllerNotice::Kind::Supervisor)
+            break;
     }
     ASSERT_TRUE(latest);
     EXPECT_EQ(latest->controller, protocol::ControllerNotice::Kind::Supervisor);
