@@ -51,6 +51,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build/bench"))
     ap.add_argument("--rounds", type=int, default=0, help="repetitions (default 5, 1 with --smoke)")
     ap.add_argument("--bytes", type=int, default=0, help="throughput size (default 128 MiB, 4 MiB with --smoke)")
+    ap.add_argument("--idle-sessions", type=int, default=0,
+                    help="sessions of each kind in idle-sessions (default 1000, 50 with --smoke)")
     ap.add_argument("--no-ssh", action="store_true")
     ap.add_argument("--no-systemd", action="store_true")
     ap.add_argument("--baseline", default="", help="a directory with ptyvisord and ptyvisor of another commit: "

@@ -166,7 +166,8 @@ Emulator::Emulator(std::uint16_t cols, std::uint16_t rows, std::uint32_t scrollb
     screen_ = vterm_obtain_screen(vt_);
     vterm_screen_set_callbacks(screen_, &kScreenCallbacks, this);
     vterm_screen_set_unrecognised_fallbacks(screen_, &kFallbacks, this);
-    vterm_screen_enable_altscreen(screen_, 1);
+    // The alternate screen is enabled in feed(), before the first bytes that may switch to it:
+    // most sessions never do, and its cells are half of what an emulator costs.
     vterm_screen_reset(screen_, 1);
     prime_repeat();
 }
@@ -187,7 +188,12 @@ Emulator::~Emulator() { vterm_free(vt_); }
 void Emulator::feed(std::span<const std::uint8_t> bytes) {
     filtered_.clear();
     utf8_.decode(bytes, filtered_);
-    if (!filtered_.empty()) vterm_input_write(vt_, filtered_.data(), filtered_.size());
+    if (filtered_.empty()) return;
+    if (!alternate_cells_ && alt_watch_.scan(filtered_)) {
+        vterm_screen_enable_altscreen(screen_, 1);
+        alternate_cells_ = true;
+    }
+    vterm_input_write(vt_, filtered_.data(), filtered_.size());
 }
 
 void Emulator::resize(std::uint16_t cols, std::uint16_t rows) {

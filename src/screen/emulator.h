@@ -7,8 +7,9 @@
 // collected, in order, for take_answers().
 //
 // Invariants: every input is accepted (hostile bytes only change what is shown); memory is
-// bounded by the size, the scrollback limit and libvterm's per-cell storage; nothing here
-// does I/O. Not thread-safe.
+// bounded by the size, the scrollback limit and libvterm's per-cell storage (one screen of
+// cells, two once a program may have switched to the alternate one); nothing here does I/O.
+// Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include <string_view>
 
 #include "common/utf8.h"
+#include "screen/alt_screen_watch.h"
 #include "protocol/screen_payloads.h"
 
 struct VTerm;
@@ -49,6 +51,10 @@ class Emulator {
 
     // The answers to queries since the last call, as the terminal would have written them.
     std::string take_answers();
+    [[nodiscard]] bool has_answers() const { return !answers_.empty(); }
+    // Whether the alternate screen's cells exist: made before the first bytes that may switch
+    // to it (alt_screen_watch.h), not with the emulator.
+    [[nodiscard]] bool has_alternate_cells() const { return alternate_cells_; }
 
     // libvterm's callbacks (C linkage trampolines in emulator.cpp).
     struct Callbacks;
@@ -80,6 +86,8 @@ class Emulator {
     std::string title_;
     bool cursor_visible_ = true;
     bool alternate_ = false;
+    AltScreenWatch alt_watch_;
+    bool alternate_cells_ = false;
 };
 
 }  // namespace ptyvisor::screen

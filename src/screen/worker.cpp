@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 
 namespace ptyvisor::screen {
 namespace {
@@ -26,7 +28,11 @@ bool Worker::handle(MessageType type, std::span<const std::uint8_t> body, std::v
         case MessageType::Close: {
             std::uint32_t id = 0;
             if (!r.get(id) || !r.done()) return false;
-            sessions_.erase(id);
+            const auto it = sessions_.find(id);
+            if (it != sessions_.end()) {
+                if (it->second->emulator) --resident_;
+                sessions_.erase(it);
+            }
             return true;
         }
         case MessageType::Snapshot: return snapshot(r);
@@ -49,13 +55,20 @@ bool Worker::open(Reader& r, std::vector<UniqueFd>& fds) {
     if (map == MAP_FAILED) return false;
     s->map = static_cast<const std::uint8_t*>(map);
     s->capacity = capacity;
-    s->processed = from;
     s->quiet_until = upto;
-    s->emulator = std::make_unique<Emulator>(cols, rows, scrollback);
+    // Not max'ed with the log's start here: reading the header would cost this process a
+    // page table per idle session. A rebuild finds the ring moved on and starts past it.
+    s->origin = s->processed = from;
+    // Stored as the emulator would clamp them, so that an unchanged size is seen as one.
+    s->origin_cols = s->cols = std::clamp<std::uint16_t>(cols, 1, Emulator::kMaxSide);
+    s->origin_rows = s->rows = std::clamp<std::uint16_t>(rows, 1, Emulator::kMaxSide);
+    s->scrollback = scrollback;
+    touch(*s);
+    if (const auto old = sessions_.find(id); old != sessions_.end() && old->second->emulator) --resident_;
     Session& session = *s;
     sessions_[id] = std::move(s);
     process(session, upto);
-    session.emulator->take_answers();  // replayed history is not asked again
+    if (session.emulator) session.emulator->take_answers();  // replayed history is not asked again
     // Acknowledged like an Advance: the daemon's deadline covers each replay on its own.
     send_advanced(id, session, {});
     return true;
@@ -68,8 +81,9 @@ bool Worker::advance(Reader& r) {
     const auto it = sessions_.find(id);
     if (it == sessions_.end()) return true;  // closed meanwhile
     Session& s = *it->second;
+    touch(s);
     process(s, end);
-    send_advanced(id, s, s.emulator->take_answers());
+    send_advanced(id, s, s.emulator ? s.emulator->take_answers() : std::string());
     return true;
 }
 
@@ -93,8 +107,27 @@ bool Worker::resize(Reader& r) {
     if (!r.get(id) || !r.get(at) || !r.get(cols) || !r.get(rows) || !r.done()) return false;
     const auto it = sessions_.find(id);
     if (it == sessions_.end()) return true;
-    process(*it->second, at);
-    it->second->emulator->resize(cols, rows);
+    Session& s = *it->second;
+    touch(s);
+    process(s, at);
+    cols = std::clamp<std::uint16_t>(cols, 1, Emulator::kMaxSide);
+    rows = std::clamp<std::uint16_t>(rows, 1, Emulator::kMaxSide);
+    if (!s.emulator && s.processed == s.origin && s.resizes.empty()) {
+        // Nothing shown yet: an emulator made at the new size shows what one resized would
+        // (a blank screen, the cursor home), and an idle session stays without one.
+        s.origin_cols = s.cols = cols;
+        s.origin_rows = s.rows = rows;
+        return true;
+    }
+    emulator(s).resize(cols, rows);
+    s.cols = cols;
+    s.rows = rows;
+    if (s.replayable && s.resizes.size() < kMaxResizeHistory) {
+        s.resizes.push_back({s.processed, cols, rows});
+    } else {
+        s.replayable = false;
+        s.resizes = {};
+    }
     return true;
 }
 
@@ -107,8 +140,9 @@ bool Worker::snapshot(Reader& r) {
     const auto it = sessions_.find(id);
     if (it == sessions_.end()) return false;
     Session& s = *it->second;
+    touch(s);
     process(s, upto);
-    auto reply = s.emulator->snapshot(scrollback, attributes != 0);
+    auto reply = emulator(s).snapshot(scrollback, attributes != 0);
     reply.offset = s.processed;
     std::string text = protocol::encode(reply);
     // Past the reply's bound (a 1000x1000 screen of changing colours): the attributes are left
@@ -133,24 +167,29 @@ std::uint64_t Worker::log_start(const Session& s) const {
     return start;
 }
 
+bool Worker::copy(const Session& s, std::uint64_t at, std::size_t n) {
+    chunk_.resize(n);
+    const std::size_t pos = at % s.capacity;
+    const std::size_t first = std::min(n, s.capacity - pos);
+    const std::uint8_t* ring = s.map + kLogHeaderSize;
+    std::memcpy(chunk_.data(), ring + pos, first);
+    std::memcpy(chunk_.data() + first, ring, n - first);
+    // A write that overwrote any of these bytes while we copied raised the log's start
+    // past them first (output_log.h): only what is still at or above start is good.
+    return log_start(s) <= at;
+}
+
 void Worker::process(Session& s, std::uint64_t upto) {
     while (s.processed < upto) {
         // Bytes the daemon has overwritten are gone: skip to the oldest still held.
         s.processed = std::max(s.processed, log_start(s));
         if (s.processed >= upto) break;
+        // Made (or rebuilt) before the copy: a rebuild reuses chunk_.
+        Emulator& e = emulator(s);
         const std::uint64_t at = s.processed;
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(upto - at, kChunk));
-        chunk_.resize(n);
-        const std::size_t pos = at % s.capacity;
-        const std::size_t first = std::min(n, s.capacity - pos);
-        const std::uint8_t* ring = s.map + kLogHeaderSize;
-        std::memcpy(chunk_.data(), ring + pos, first);
-        std::memcpy(chunk_.data() + first, ring, n - first);
-        // A write that overwrote any of these bytes while we copied raised the log's start
-        // past them first (output_log.h): only what is still at or above start is good.
-        const std::uint64_t start = log_start(s);
-        if (start > at) continue;
-        s.emulator->feed(chunk_);
+        if (!copy(s, at, n)) continue;
+        e.feed(chunk_);
         s.scanner.scan(chunk_, at, found_);  // a gap (skipped bytes) resets it
         for (auto& mark : found_) {
             if (s.marks.size() == kMaxMarksPerReply) s.marks.pop_front();
@@ -158,8 +197,87 @@ void Worker::process(Session& s, std::uint64_t upto) {
         }
         found_.clear();
         s.processed = at + n;
-        if (s.processed <= s.quiet_until) s.emulator->take_answers();
+        if (s.processed <= s.quiet_until) e.take_answers();
     }
+}
+
+bool Worker::replay(const Session& s, Emulator& e, std::uint64_t from, std::uint64_t to) {
+    for (std::uint64_t at = from; at < to;) {
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(to - at, kChunk));
+        if (!copy(s, at, n)) return false;
+        e.feed(chunk_);
+        at += n;
+    }
+    return true;
+}
+
+Emulator& Worker::emulator(Session& s) {
+    if (s.emulator) return *s.emulator;
+    // Its marks were found when the bytes were new; only the screen is rebuilt, and what the
+    // replayed bytes asked was answered then.
+    auto e = std::make_unique<Emulator>(s.origin_cols, s.origin_rows, s.scrollback);
+    bool whole = log_start(s) <= s.origin;
+    std::uint64_t at = s.origin;
+    for (const SizeChange& change : s.resizes) {
+        if (!whole) break;
+        whole = replay(s, *e, at, change.at);
+        e->resize(change.cols, change.rows);
+        at = change.at;
+    }
+    if (whole) whole = replay(s, *e, at, s.processed);
+    if (!whole) {
+        // The ring overwrote part of what this screen had seen: what a restarted worker would
+        // show (screen_broker.cpp's Open: the log as it is, at the current size). From here
+        // on, that is the history a later rebuild replays.
+        s.origin = std::min(log_start(s), s.processed);
+        s.origin_cols = s.cols;
+        s.origin_rows = s.rows;
+        s.resizes = {};
+        s.replayable = true;
+        e = std::make_unique<Emulator>(s.cols, s.rows, s.scrollback);
+        for (std::uint64_t from = s.origin; !replay(s, *e, from, s.processed);) {
+            from = std::min(log_start(s), s.processed);  // overwritten while we read: again
+            s.origin = from;
+            e = std::make_unique<Emulator>(s.cols, s.rows, s.scrollback);
+        }
+    }
+    e->take_answers();
+    s.emulator = std::move(e);
+    ++resident_;
+    touched_ = true;
+    return *s.emulator;
+}
+
+bool Worker::evictable(const Session& s) const {
+    // Exact only while the log holds every byte since origin; and only with half the log to
+    // spare, so that a burst the worker has not yet seen must be larger than that before a
+    // rebuild falls back to a restarted worker's answer.
+    return s.emulator && s.replayable && !s.emulator->has_answers() && log_start(s) <= s.origin &&
+           s.processed - s.origin <= s.capacity / 2;
+}
+
+void Worker::touch(Session& s) {
+    s.last_used = Clock::now();
+    // A session without an emulator needs no sweep (one made later sets it in emulator()):
+    // an idle session's Open or Resize costs the worker no wake-up.
+    if (s.emulator) touched_ = true;
+}
+
+std::size_t Worker::evict_quiet(Clock::time_point now) {
+    std::size_t evicted = 0;
+    touched_ = false;
+    waiting_ = 0;
+    for (auto& [id, s] : sessions_) {
+        if (!evictable(*s)) continue;  // its answers go with the next Advance, which touches it
+        if (now - s->last_used < kQuietPeriod) {
+            ++waiting_;
+            continue;
+        }
+        s->emulator.reset();
+        --resident_;
+        ++evicted;
+    }
+    return evicted;
 }
 
 }  // namespace ptyvisor::screen

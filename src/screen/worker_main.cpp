@@ -2,11 +2,14 @@
 // of a socketpair as descriptor 3; confines itself (sandbox.h), then serves messages
 // (worker_protocol.h) until the daemon closes the socket. It holds nothing the daemon
 // cannot rebuild: killing it at any moment loses no session and no byte.
+#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,10 +43,31 @@ int serve() {
     });
     std::vector<std::uint8_t> buffer(64 * 1024), pending;
     std::vector<UniqueFd> fds;
+    // Quiet sessions' emulators are given back (worker.h) by a sweep every quarter of the
+    // quiet period, which runs only while one may be given back: a worker whose sessions are
+    // all idle, or hold emulators that must stay, sleeps in poll() with no timeout, as before.
+    constexpr auto kSweep = screen::Worker::kQuietPeriod / 4;
+    auto next_sweep = screen::Worker::Clock::now() + kSweep;
     while (!broken) {
+        int timeout = -1;
+        if (worker.sweep_due()) {
+            const auto now = screen::Worker::Clock::now();
+            if (now >= next_sweep) {
+                // Freed cells go back to the kernel: without the trim they stay in the heap.
+                if (worker.evict_quiet(now) > 0) ::malloc_trim(0);
+                next_sweep = now + kSweep;
+            }
+            timeout = static_cast<int>(
+                std::chrono::ceil<std::chrono::milliseconds>(next_sweep - screen::Worker::Clock::now()).count());
+            timeout = std::max(timeout, 0);
+        } else {
+            next_sweep = screen::Worker::Clock::now() + kSweep;  // the first sweep a period after use
+        }
         // receive_with_fds does not block: wait here for the daemon's next message.
         pollfd in{kSocket, POLLIN, 0};
-        if (::poll(&in, 1, -1) < 0 && errno != EINTR) return 1;
+        const int ready = ::poll(&in, 1, timeout);
+        if (ready < 0 && errno != EINTR) return 1;
+        if (ready <= 0) continue;
         auto got = protocol::receive_with_fds(kSocket, buffer);
         if (got.error == -EINTR || got.error == -EAGAIN) continue;
         if (got.error || got.eof || got.control_truncated) return got.eof ? 0 : 1;

@@ -9,13 +9,24 @@ import time
 from ..common import ROOT, OBSERVERS, log, Failure
 
 
+# What each "shown" session prints before it idles: a title and more lines than an 80x24
+# screen holds (so some scroll off), then it waits in `cat`.
+SHOWN_LINES = 40
+SHOWN = f"printf '\\033]2;idle\\007'; seq 1 {SHOWN_LINES}; exec cat"
+QUIET_S = 5.0  # screen::Worker::kQuietPeriod
+
+
 class Persistent:
     """bench_idle_sessions, bench_replay and bench_observers."""
 
     def bench_idle_sessions(self):
         """K detached idle sessions (`cat`) on a fresh daemon of their own: its memory per
-        session, its wake-ups while they idle, and LIST latency with all of them listed."""
-        k = 50 if self.smoke else 1000
+        session, its wake-ups while they idle, and LIST latency with all of them listed.
+        Then K more that each print a screenful and a title before they idle (`SHOWN`): their
+        memory just after they printed, and after the screen worker's quiet period
+        (src/screen/worker.h: an idle session's emulator is given back and rebuilt from the
+        log on demand), and one's screen read back afterwards, which must show what it printed."""
+        k = self.args.idle_sessions or (50 if self.smoke else 1000)
         window = 1.0 if self.smoke else 5.0
         lists, warm = (10, 2) if self.smoke else (50, 5)
         # A daemon of its own, so that no earlier benchmark has grown its heap (freed memory
@@ -58,6 +69,25 @@ class Persistent:
             lj["daemon_cpu_ms_per_list"] = sum(lj["cpu_ms_per_list"].values())  # both parts, as before
             lj["requests"] = lists + warm
             after_list = self.daemon_memory(pid)
+            # Then sessions that showed something (after LIST, which is timed with K sessions):
+            # their emulators exist until the quiet period. Measured from after_list.
+            sj, out["commands"]["start_shown"] = self.sessionbench(
+                "idle-start", ["--sessions", k, "--window", 4, "--", "sh", "-c", SHOWN], timeout=300, sock=sock)
+            if len(set(sj["ids"])) != k:
+                raise Failure(f"idle-start reported {len(set(sj['ids']))} distinct shown sessions, {k} asked for")
+            ids += sj["ids"]
+            time.sleep(1.0)
+            shown = self.daemon_memory(pid)
+            time.sleep(QUIET_S + 2.0)  # the quiet period, a sweep (a quarter of it) and a margin
+            quiet = self.daemon_memory(pid)
+            idle_quiet = self.wakeups(pid, window)
+            # One screen read back after its emulator was given back: rebuilt from the log.
+            _, p = self.run([self.bin["ptyvisor"], "screen", "--socket", sock, "--json", sj["ids"][-1]], 60,
+                            account=True)
+            screen = json.loads(p.stdout.decode())
+            out["shown_screen"] = {"title": screen.get("title"), "last_line": (screen.get("lines") or [""])[-2]}
+            if screen.get("title") != "idle" or screen.get("lines", [""])[-2] != str(SHOWN_LINES):
+                raise Failure(f"a shown session's screen after its quiet period is not what it printed: {screen}")
             kj, out["commands"]["kill"] = self.sessionbench("kill", ["--window", 4], timeout=300, sock=sock,
                                                             input="\n".join(ids).encode())
             out["commands"]["kill"] += " < ids"
@@ -76,7 +106,8 @@ class Persistent:
             # Its cgroup goes in stop_all(): the kernel may still be releasing it now.
         # The screen worker is half of what a session costs: a window in which it was missing,
         # or restarted (a new one starts from zero), would leave its share out.
-        seen = [before["worker_pids"], after["worker_pids"], *idle0["worker_pids"], *idle["worker_pids"]]
+        seen = [before["worker_pids"], after["worker_pids"], *idle0["worker_pids"], *idle["worker_pids"],
+                shown["worker_pids"], quiet["worker_pids"], *idle_quiet["worker_pids"]]
         if not before["worker_pids"] or any(w != before["worker_pids"] for w in seen):
             raise Failure(f"the screen worker was missing or restarted during the measurement (PIDs {seen}): "
                           "its share of the per-session cost would be left out")
@@ -86,6 +117,11 @@ class Persistent:
         t0, t1 = self.memory_totals(before), self.memory_totals(after)
         tot_parts = {part: (t1[part] - t0[part]) / k for part in t0}
         tot = tot_parts["both"]
+        t1l, t2, t3 = self.memory_totals(after_list), self.memory_totals(shown), self.memory_totals(quiet)
+        shown_parts = {part: (t2[part] - t1l[part]) / k for part in t1l}
+        quiet_parts = {part: (t3[part] - t1l[part]) / k for part in t1l}
+        out.update({"shown": shown, "quiet": quiet, "wakeups_quiet": idle_quiet,
+                    "shown_total_per_session_kib_parts": shown_parts, "quiet_total_per_session_kib_parts": quiet_parts})
         out.update({"before": before, "after": after, "after_list": after_list, "per_session_kib": per,
                     "total_per_session_kib": tot, "total_per_session_kib_parts": tot_parts,
                     "wakeups_0": idle0, "wakeups": idle, "list": lj, "kill_s": kj["seconds"]})
@@ -99,6 +135,11 @@ class Persistent:
         for part, who in (("both", "ptyvisord + ptyvisor-screen"), ("ptyvisord", "ptyvisord"),
                           ("ptyvisor-screen", "ptyvisor-screen")):
             self.row("idle-sessions", case, who, "total per session", round(tot_parts[part], 2), "KiB")
+        for parts, when in ((shown_parts, "1 s after printing"), (quiet_parts, f"{QUIET_S + 2:.0f} s later")):
+            for part, who in (("both", "ptyvisord + ptyvisor-screen"), ("ptyvisord", "ptyvisord"),
+                              ("ptyvisor-screen", "ptyvisor-screen")):
+                self.row("idle-sessions", f"{k} sessions that printed a screen, {when}", who, "total per session",
+                         round(parts[part], 2), "KiB")
         self.row("idle-sessions", case, "ptyvisord + ptyvisor-screen", "voluntary switches", idle["voluntary_per_s"], "1/s")
         for part, v in idle["parts"].items():
             self.row("idle-sessions", case, part, "voluntary switches", v["voluntary_per_s"], "1/s")
@@ -111,6 +152,11 @@ class Persistent:
             f"ptyvisor-screen {per['ptyvisor-screen:Pss']:.2f}; wake-ups/s over {window:.0f} s with {k} sessions: "
             + ", ".join(f"{part} {v['voluntary_per_s']:.1f} voluntary, {v['involuntary_per_s']:.1f} involuntary, "
                         f"{v['cpu_s'] * 1000:.0f} ms CPU" for part, v in idle["parts"].items()))
+        log(f"idle-sessions, {k} sessions that printed a screen, per session (KiB), 1 s after: "
+            + ", ".join(f"{part} {v:.2f}" for part, v in shown_parts.items())
+            + f"; {QUIET_S + 2:.0f} s later: " + ", ".join(f"{part} {v:.2f}" for part, v in quiet_parts.items())
+            + f"; wake-ups then: " + ", ".join(f"{part} {v['voluntary_per_s']:.1f}/s"
+                                              for part, v in idle_quiet["parts"].items()))
         log(f"idle-sessions: {json.dumps({'per_session_kib': per, 'total': tot_parts, 'wakeups': idle, 'list': lj})}")
 
     def bench_replay(self):
