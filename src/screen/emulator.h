@@ -21,6 +21,7 @@
 
 #include "common/utf8.h"
 #include "screen/alt_screen_watch.h"
+#include "screen/rep_expander.h"
 #include "protocol/screen_payloads.h"
 
 struct VTerm;
@@ -62,7 +63,6 @@ class Emulator {
   private:
     struct ScrollLine;
     void reset_margins_after_resize();
-    void prime_repeat();  // see emulator.cpp: REP before any character
     void push_scrollback(int cols, const void* cells);
     bool pop_scrollback(int cols, void* cells);
     void answer(const char* bytes, std::size_t length);
@@ -82,6 +82,7 @@ class Emulator {
     // libvterm). So libvterm is fed whole, well-formed characters only, through this.
     utf8::StreamDecoder utf8_;
     std::string filtered_;   // reused by feed()
+    RepExpander rep_;        // after utf8_: no REP and no CSI of too many arguments reaches libvterm
     std::string answers_;
     std::string title_;
     bool cursor_visible_ = true;

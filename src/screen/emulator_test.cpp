@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <string_view>
+#include <utility>
 
 namespace ptyvisor::screen {
 namespace {
@@ -24,9 +26,9 @@ TEST(Emulator, ShowsTextTrimmedWithTheCursorAfterIt) {
     EXPECT_TRUE(s.cursor_visible);
 }
 
-// A fresh screen is blank with the cursor home, and a REP (CSI Ps b) before any character is
-// printed ends: libvterm 0.1.4 looped for ever on it (a session's output could hold the
-// screen worker with six bytes). Without the priming in the constructor this test never ends.
+// A fresh screen is blank with the cursor home, and a REP (CSI Ps b) before any character
+// prints nothing, as in xterm (libvterm 0.1.4 looped for ever on it: a session's output could
+// hold the screen worker with six bytes; REP no longer reaches it, rep_expander.h).
 TEST(Emulator, ARepeatBeforeAnyCharacterEnds) {
     Emulator fresh(20, 3, 10);
     const auto blank = fresh.snapshot(0, true);
@@ -36,10 +38,109 @@ TEST(Emulator, ARepeatBeforeAnyCharacterEnds) {
     Emulator e(20, 3, 10);
     feed(e, "\x1b[6bok");
     const auto s = e.snapshot(0, false);
-    EXPECT_EQ(s.lines[0], "      ok");
-    EXPECT_EQ(s.cursor_col, 8);
+    EXPECT_EQ(s.lines[0], "ok");
+    EXPECT_EQ(s.cursor_col, 2);
     feed(e, "\r\nx\x1b[3b");
     EXPECT_EQ(e.snapshot(0, false).lines[1], "xxxx");
+}
+
+// A REP shows what printing its character that many times shows, attributes and cursor
+// included: plain, wide, with a combining mark, line-drawing (the G0 set), the default count,
+// wrapping at the right margin, after controls and sequences (the last character printed is
+// repeated, as in xterm), and a REP cut across writes.
+TEST(Emulator, ARepeatShowsWhatPrintingTheCharacterThatOftenShows) {
+    const std::pair<std::string_view, std::string_view> cases[] = {
+        {"ab\x1b[4b", "abbbbb"},
+        {"\x1b[1;31mx\x1b[b!", "\x1b[1;31mxx!"},
+        {"\xe7\x95\x8c\x1b[2b", "\xe7\x95\x8c\xe7\x95\x8c\xe7\x95\x8c"},
+        {"e\xcc\x81\x1b[2b", "e\xcc\x81" "e\xcc\x81" "e\xcc\x81"},
+        {"\x1b(0q\x1b[3b\x1b(B", "\x1b(0qqqq\x1b(B"},
+        {"\x1b[18Gy\x1b[4b", "\x1b[18Gyyyyy"},
+        {"\x1b[?7l\x1b[18Gy\x1b[4b", "\x1b[?7l\x1b[18Gyyyyy"},
+        {"\x1b[19G\xe7\x95\x8c\x1b[1b", "\x1b[19G\xe7\x95\x8c\xe7\x95\x8c"},
+        {"a\r\n\x1b[3b", "a\r\naaa"},
+        {"a\x1b[?25l\x1b[7m\x1b[2b", "a\x1b[?25l\x1b[7maa"},
+        {"\xe7\x95\x8c\x1b[?7l\x1b[20G\x1b[3b", "\xe7\x95\x8c\x1b[?7l\x1b[20G\xe7\x95\x8c\xe7\x95\x8c\xe7\x95\x8c"},
+    };
+    for (const auto& [with_rep, printed] : cases) {
+        Emulator whole(20, 3, 10), cut(20, 3, 10), reference(20, 3, 10);
+        feed(whole, with_rep);
+        for (const char byte : with_rep) feed(cut, std::string_view(&byte, 1));
+        feed(reference, printed);
+        EXPECT_EQ(whole.snapshot(10, true), reference.snapshot(10, true)) << with_rep;
+        EXPECT_EQ(cut.snapshot(10, true), reference.snapshot(10, true)) << with_rep;
+    }
+}
+
+// A REP after a combining mark printed alone prints nothing (it has no width: libvterm
+// 0.1.4's own REP looped for ever on it, and xterm repeats only characters with a width);
+// a CSI b with a leader or an intermediate is not a REP.
+TEST(Emulator, ARepeatAfterAMarkAlonePrintsNothing) {
+    const std::pair<std::string_view, std::string_view> cases[] = {
+        {"\x1b[5G\xcc\x81\x1b[3b", "\x1b[5G\xcc\x81"},
+        {"a\x1b[5G\xcc\x81\x1b[3b", "a\x1b[5G\xcc\x81"},
+        {"a\x1b[?3b", "a"},   // a leader: not REP
+        {"a\x1b[3 b", "a"},   // an intermediate: not REP
+    };
+    for (const auto& [with_rep, printed] : cases) {
+        Emulator e(20, 3, 10), reference(20, 3, 10);
+        feed(e, with_rep);
+        feed(reference, printed);
+        EXPECT_EQ(e.snapshot(10, true), reference.snapshot(10, true)) << with_rep;
+    }
+}
+
+// CSI 99999999 b costs a row of characters at most: the count is cut to the columns. From
+// the top-left corner, that and the character before it fill the first row and one more
+// cell; nothing scrolls off (uncut, the scrollback's thousand lines would).
+TEST(Emulator, AHugeRepeatCountIsBoundedByARow) {
+    Emulator e(20, 3, 1000);
+    feed(e, "\x1b[Hx\x1b[99999999b");
+    const auto s = e.snapshot(1000, false);
+    EXPECT_EQ(s.lines[0], std::string(20, 'x'));
+    EXPECT_EQ(s.lines[1], "x");
+    EXPECT_EQ(s.lines[2], "");
+    EXPECT_EQ(s.scrollback.size(), 0u);
+}
+
+// libvterm 0.1.4's parser writes a CSI's arguments past its array of 16 (into its callback
+// pointers): 17 arguments crashed the worker. Such a CSI is cancelled whole; 16 still work.
+// Also cut byte by byte.
+TEST(Emulator, ACsiWithMoreArgumentsThanLibvtermHoldsDoesNotCrashTheWorker) {
+    std::string sixteen = "\x1b[", seventeen = "\x1b[", thousands = "\x1b[";
+    for (int i = 0; i < 15; ++i) sixteen += "0;";
+    for (int i = 0; i < 16; ++i) seventeen += "0;";
+    for (int i = 0; i < 3000; ++i) thousands += i % 2 ? "1:" : "2;";
+    sixteen += "1mA";
+    seventeen += "1mB";
+    thousands += "1 mC";
+    for (const bool cut : {false, true}) {
+        Emulator e(20, 3, 10);
+        for (const std::string& s : {sixteen, seventeen, thousands}) {
+            if (!cut) feed(e, s);
+            else for (const char byte : s) feed(e, std::string_view(&byte, 1));
+        }
+        const auto s = e.snapshot(0, true);
+        EXPECT_EQ(s.lines[0], "ABC");
+        ASSERT_TRUE(s.attributes && s.attributes->size() == 1u);
+        EXPECT_EQ((*s.attributes)[0].width, 3);  // bold from the 16, the others left it
+        EXPECT_TRUE((*s.attributes)[0].bold);
+    }
+}
+
+// libvterm 0.1.4 prints a C1 control encoded in UTF-8 (here U+009B) as a character of width
+// -1: the cursor goes to column -1, and a character inserted there (insert mode) moved a
+// negative number of cells, a segfault (found by a random run over REP's pieces). Such code
+// points are controls and are dropped.
+TEST(Emulator, APrintedC1ControlDoesNotCrashTheWorker) {
+    for (const std::string_view attack :
+         {"\x1b[4h\x1b" "0\xc2\x9b@", "\x1b[4h\xc2\x9b\xc2\x85@", "ab\xc2\x80@"}) {
+        Emulator e(26, 4, 10);
+        feed(e, attack);
+        const auto s = e.snapshot(0, false);
+        EXPECT_EQ(s.lines[0].back(), '@') << attack;
+        EXPECT_EQ(s.cursor_col, s.lines[0].size()) << attack;
+    }
 }
 
 TEST(Emulator, WideCharactersTakeTwoCellsAndCombiningMarksStay) {

@@ -374,10 +374,9 @@ TEST_F(WorkerTest, ClosingAnEvictedOrResidentSessionKeepsTheCount) {
 // of (text, wide and cut characters, cursor moves, scrolling, modes, the alternate screen,
 // titles, queries, a reset), resizes between them, and the session evicted at random points;
 // an emulator fed the same bytes and resizes, never evicted, is the reference. Answers agree
-// at every step, screens at every tenth. No REP (CSI Ps b): libvterm 0.1.4 writes past the row
-// when it repeats a wide character into the last column (e.g. 20 columns, U+754C, CSI ?7l,
-// CSI 20G, CSI 3b: a segfault, with or without eviction), which this test found; it is not the
-// eviction's to fix, and the broker's strikes contain it (screen_broker.h).
+// at every step, screens at every tenth. REP (CSI Ps b) is among the pieces: this test found
+// that libvterm 0.1.4 wrote past the row when it repeated a wide character into the last
+// column (rep_expander.h), when REP still reached it.
 TEST_F(WorkerTest, RandomOutputGivesTheSameScreenWithOrWithoutEviction) {
     static const char* const kPieces[] = {
         "hello ", "\xe7\x95\x8c", "\xe2\x82", "\xac", "e\xcc\x81", "\r\n", "\n", "\r", "\t", "\x08",
@@ -385,7 +384,7 @@ TEST_F(WorkerTest, RandomOutputGivesTheSameScreenWithOrWithoutEviction) {
         "\x1b[2;5r", "\x1b[r", "\x1b[1;31;44m", "\x1b[7m", "\x1b[m", "\x1b[38;5;200m", "\x1b[?1049h", "\x1b[?1049l",
         "\x1b[?47h", "\x1b[?47l", "\x1b[?1h", "\x1b[?6h", "\x1b[?6l", "\x1b[?7l", "\x1b[?7h", "\x1b[?25l", "\x1b[?25h",
         "\x1b]2;t\x07", "\x1b]0;title two\x1b\\", "\x1b" "7", "\x1b" "8", "\x1b[?10", "49h", "\x1b[6n", "\x1b[c",
-        "\x1b[?1$p", "\x1b(0lqk\x1b(B", "\x1b" "c", "\x1b[20X", "\x1b[10G"};
+        "\x1b[?1$p", "\x1b(0lqk\x1b(B", "\x1b" "c", "\x1b[20X", "\x1b[10G", "\x1b[3b", "\x1b[b", "\x1b[20G", "\x1b[", "40b"};
     std::mt19937 random(31);
     ASSERT_TRUE(open(1, 0, 0));
     Emulator reference(20, 3, 100);  // open()'s size and scrollback
@@ -411,6 +410,34 @@ TEST_F(WorkerTest, RandomOutputGivesTheSameScreenWithOrWithoutEviction) {
         }
     }
     EXPECT_GT(evictions, 50u);  // the rebuild path was taken, often
+}
+
+// The attack (rep_expander.h): a wide character, autowrap off, the cursor in the last column
+// of 20, a REP. libvterm 0.1.4 wrote the character's right half past the row: the worker died,
+// for every session. Also cut byte by byte, each byte a write of its own, so that the REP is
+// always split. The screen is what printing the character three times shows.
+TEST_F(WorkerTest, AWideCharacterRepeatedIntoTheLastColumnDoesNotCrashTheWorker) {
+    const std::string attack = "\xe7\x95\x8c\x1b[?7l\x1b[20G\x1b[3b";
+    const std::string printed = "\xe7\x95\x8c\x1b[?7l\x1b[20G\xe7\x95\x8c\xe7\x95\x8c\xe7\x95\x8c";
+    Emulator reference(20, 3, 100);  // open()'s size and scrollback
+    reference.feed(std::span(reinterpret_cast<const std::uint8_t*>(printed.data()), printed.size()));
+    auto expected = reference.snapshot(10, true);
+    ASSERT_EQ(expected.lines[1], "\xe7\x95\x8c\xe7\x95\x8c\xe7\x95\x8c");  // libvterm moves a wide character
+                                                                         // that does not fit to the next line
+
+    ASSERT_TRUE(open(1, 0, 0));
+    append(attack);
+    advance(*this, 1);
+    expected.offset = log->end();
+    EXPECT_EQ(snapshot(1, true), expected);
+
+    ASSERT_TRUE(open(2, log->end(), log->end()));
+    for (const char byte : attack) {
+        append(std::string_view(&byte, 1));
+        advance(*this, 2);
+    }
+    expected.offset = log->end();
+    EXPECT_EQ(snapshot(2, true), expected);
 }
 
 }  // namespace
