@@ -435,7 +435,7 @@ void Connection::pump_output() {
         advanced = true;
     }
     if (session_->state() == Session::State::Ended && cursor_ == log.end() && !session_->failed_to_start()) {
-        out.push(FrameType::Exit, protocol::encode(protocol::exit_status_for_version(*session_->exit_status(), version_)));
+        out.push(FrameType::Exit, protocol::encode(*exit_told(*session_)));
         enter(Stage::Closing);
     }
     if (advanced) session_->client_advanced();

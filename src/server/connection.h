@@ -175,6 +175,9 @@ private:
     // Version 5 (connection_control.cpp): a person at the wheel, and recordings.
     [[nodiscard]] std::string_view role_name(Access access) const;
     void refuse_held(Session& session);  // ERROR held_by_supervisor (busy before version 5)
+    // The session's final status as this client's version may be told it (docs/protocol.md,
+    // 13.2); nullopt until it has ended.
+    [[nodiscard]] std::optional<protocol::ExitStatus> exit_told(const Session& session) const;
     // One act of this client's on `session` into the audit log (docs/policy.md): `kind` with
     // the peer's pid and uid; `fill` sets the act's own fields.
     void audit(AuditKind kind, const Session& session, const std::function<void(AuditRecord&)>& fill = {});

@@ -226,7 +226,7 @@ void Connection::check_watch() {
     if (session.state() == Session::State::Ended) {
         watch_.reset();
         const SessionEvent exit{SessionEvent::Kind::Exit, offset, std::nullopt, 0,
-                                protocol::exit_status_for_version(session.exit_status(), version_)};
+                                exit_told(session)};
         leave_session(/*disconnected=*/false);
         return reply(FrameType::Event, protocol::encode(exit));
     }

@@ -42,6 +42,11 @@ void Connection::refuse_held(Session& session) {
     send_error(ErrorCode::Busy, who + "; try again later");
 }
 
+std::optional<protocol::ExitStatus> Connection::exit_told(const Session& session) const {
+    // exit_status() is set as the session ends, and only then.
+    return protocol::exit_status_for_version(session.exit_status(), version_);
+}
+
 void Connection::audit(AuditKind kind, const Session& session, const std::function<void(AuditRecord&)>& fill) {
     AuditRecord r;
     r.kind = kind;

@@ -147,7 +147,7 @@ void Connection::handle_list() {
         const bool probe = (i + sessions.size() - first_probed) % sessions.size() < kListProbes;
         protocol::SessionInfo changing;
         changing.state = wire_state(*s);
-        if (s->state() == Session::State::Ended) changing.exit = protocol::exit_status_for_version(s->exit_status(), version_);
+        changing.exit = exit_told(*s);
         changing.pid = s->main_pid();
         changing.start = s->log().start();
         changing.offset = s->log().end();
@@ -219,9 +219,7 @@ void Connection::handle_read(const protocol::Frame& frame) {
     if (wanted > 0 && length == 0)
         return send_error(ErrorCode::Busy, "too many replies are waiting for their clients to read them; try again");
     protocol::LogReply reply{session->id(), log.start(), from, length, log.end(), wire_state(*session),
-                             session->state() == Session::State::Ended
-                                 ? protocol::exit_status_for_version(session->exit_status(), version_)
-                                 : std::nullopt};
+                             exit_told(*session)};
     leave_handshake();
     transport_.queue().push(FrameType::Log, protocol::encode(reply));
     for (std::uint64_t at = from; at < from + length;) {
@@ -398,7 +396,7 @@ void Connection::finish_wait(bool matched, std::string reason) {
         if (!session) return send_error(ErrorCode::NoSuchSession, "the session has gone");
         return reply(FrameType::Killed,
                      protocol::encode(protocol::KillReply{session->id(), wire_state(*session),
-                                                          protocol::exit_status_for_version(session->exit_status(), version_)}));
+                                                          exit_told(*session)}));
     }
     protocol::WaitReply r;
     r.matched = matched;
@@ -409,8 +407,7 @@ void Connection::finish_wait(bool matched, std::string reason) {
     r.state = protocol::State::Exited;
     if (session) {
         r.state = wire_state(*session);
-        if (session->state() == Session::State::Ended)
-            r.exit = protocol::exit_status_for_version(session->exit_status(), version_);
+        r.exit = exit_told(*session);
         r.offset = session->log().end();
     }
     reply(FrameType::Waited, protocol::encode(r));
